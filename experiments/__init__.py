@@ -1,0 +1,1 @@
+"""The research workbench around memory_core: datasets, runner, metrics, reports."""

@@ -1,0 +1,1 @@
+"""Dataset loaders and the synthetic memory world (data itself lives in datasets/)."""

@@ -1,0 +1,75 @@
+"""Write a :class:`Dataset` into a :class:`MemoryEngine` and keep the id mapping.
+
+Facts are written per space in batches (one transaction each); observations are written
+after their sources with ``observe``. The returned :class:`IdMap` maps engine memory ids to
+dataset keys and each observation key to its source keys, which is how a returned
+observation counts as retrieving its sources in every score.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from tqdm.auto import tqdm
+
+from experiments.data.schema import Dataset, MemoryDef
+from memory_core import MemoryEngine
+
+
+@dataclass
+class IdMap:
+    key_of: dict[str, str] = field(default_factory=dict)   # memory id -> dataset key
+    id_of: dict[str, str] = field(default_factory=dict)    # dataset key -> memory id
+    # what a returned memory retrieves besides itself: observation key -> its fact keys,
+    # (near-)duplicate key -> (itself, the fact it restates)
+    sources: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    session_of: dict[str, str] = field(default_factory=dict)  # key -> session id
+
+    def keys(self, memory_ids: Iterable[str]) -> list[str]:
+        return [self.key_of[m] for m in memory_ids]
+
+
+def _batches(items: list[MemoryDef], size: int) -> Iterable[list[MemoryDef]]:
+    for i in range(0, len(items), size):
+        yield items[i:i + size]
+
+
+def ingest(engine: MemoryEngine, dataset: Dataset, batch_size: int = 256,
+           progress: bool = True) -> IdMap:
+    """Create every space and write every memory; returns the id mapping."""
+    for space in dataset.spaces:
+        engine.create_space(space.space_id, description=space.description, default=space.default)
+    ids = IdMap()
+    facts: dict[str, list[MemoryDef]] = defaultdict(list)
+    notes: list[MemoryDef] = []
+    for m in dataset.memories:
+        (facts[m.space_id] if m.memory_type == "fact" else notes).append(m)
+        if m.session_id:
+            ids.session_of[m.key] = m.session_id
+    bar = tqdm(total=len(dataset.memories), desc=f"ingest {dataset.name}", unit="mem",
+               disable=not progress)
+    for space_id, items in facts.items():
+        for batch in _batches(items, batch_size):
+            written = engine.write_many(space_id, [{
+                "content": m.content, "timestamp": m.timestamp, "tags": list(m.tags),
+                "session_id": m.session_id, "user_id": m.user_id,
+                "metadata": {**dict(m.metadata), "key": m.key},
+            } for m in batch])
+            for m, mid in zip(batch, written, strict=True):
+                ids.key_of[mid], ids.id_of[m.key] = m.key, mid
+                twin = m.metadata.get("duplicate_of") or m.metadata.get("near_duplicate_of")
+                if twin:  # a restatement retrieves what it restates (dedup keeps one of them)
+                    ids.sources[m.key] = (m.key, str(twin))
+            bar.update(len(batch))
+    for note in notes:
+        mid = engine.observe(note.space_id, note.content,
+                             source_ids=[ids.id_of[k] for k in note.source_keys],
+                             tags=list(note.tags))
+        ids.key_of[mid], ids.id_of[note.key] = note.key, mid
+        ids.sources[note.key] = tuple(note.source_keys)
+        bar.update(1)
+    bar.close()
+    engine.flush()
+    return ids

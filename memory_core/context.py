@@ -1,0 +1,41 @@
+"""Prompt-ready blocks: rendering, token estimate and the token budget.
+
+A block is numbered plain text with no header (``1. ...``); ``block_order="stable"`` orders by
+record time and uses bullets (``- ...``). ``token_estimate = ceil(len(block) / chars_per_token)``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from memory_core.types import BlockOrder, Result
+
+
+def estimate_tokens(text: str, chars_per_token: float) -> int:
+    """Token estimate from a characters-per-token ratio (0 for empty text)."""
+    return math.ceil(len(text) / chars_per_token) if text else 0
+
+
+def render_block(results: Sequence[Result], order: BlockOrder) -> str:
+    """The block text. Passages (``Result.source``) never enter it."""
+    if order is BlockOrder.STABLE:
+        ordered = sorted(results, key=lambda r: (r.recorded_at, r.memory_id))
+        return "\n".join(f"- {_one_line(r.content)}" for r in ordered)
+    return "\n".join(f"{i}. {_one_line(r.content)}" for i, r in enumerate(results, start=1))
+
+
+def fit_budget(results: Sequence[Result], order: BlockOrder, max_tokens: int | None,
+               chars_per_token: float) -> tuple[list[Result], list[Result]]:
+    """(kept, cut): drop whole memories, lowest-ranked first, until the block fits."""
+    kept = list(results)
+    cut: list[Result] = []
+    if max_tokens is None:
+        return kept, cut
+    while kept and estimate_tokens(render_block(kept, order), chars_per_token) > max_tokens:
+        cut.insert(0, kept.pop())
+    return kept, cut
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())

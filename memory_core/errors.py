@@ -1,0 +1,66 @@
+"""Typed errors. Every rejected request raises :class:`MemoryCoreError` and changes nothing."""
+
+from __future__ import annotations
+
+from enum import Enum
+
+
+class ErrorCode(str, Enum):
+    """Closed set of error codes (the ``code`` of the wire error body)."""
+
+    VALIDATION_ERROR = "validation_error"
+    ROUTE_CONFLICT = "route_conflict"
+    NO_ROUTE_TARGET = "no_route_target"
+    RESERVED_TAG = "reserved_tag"
+    NOT_FOUND = "not_found"
+
+
+_STATUS = {
+    ErrorCode.VALIDATION_ERROR: 422,
+    ErrorCode.ROUTE_CONFLICT: 422,
+    ErrorCode.NO_ROUTE_TARGET: 422,
+    ErrorCode.RESERVED_TAG: 422,
+    ErrorCode.NOT_FOUND: 404,
+}
+
+
+class MemoryCoreError(Exception):
+    """A request the engine refuses.
+
+    Attributes:
+        status: HTTP-style status (422 for invalid requests, 404 for a missing object).
+        code: one of :class:`ErrorCode`.
+        reason: a machine-readable sub-reason (``"unknown_field"``, ``"no_candidates"``, ...).
+        message: a sentence for people.
+
+    Example:
+        >>> err = MemoryCoreError(ErrorCode.NOT_FOUND, "space_missing", "space 'x' does not exist")
+        >>> err.status, err.code.value
+        (404, 'not_found')
+    """
+
+    def __init__(self, code: ErrorCode, reason: str, message: str, field: str | None = None):
+        self.code = ErrorCode(code)
+        self.status = _STATUS[self.code]
+        self.reason = reason
+        self.message = message
+        self.field = field
+        super().__init__(f"{self.status} {self.code.value} ({reason}): {message}")
+
+    def to_dict(self) -> dict[str, object]:
+        """The wire body of the error."""
+        body: dict[str, object] = {"code": self.code.value, "reason": self.reason,
+                                   "message": self.message}
+        if self.field is not None:
+            body["field"] = self.field
+        return body
+
+
+def invalid(reason: str, message: str, field: str | None = None) -> MemoryCoreError:
+    """Shorthand for a 422 ``validation_error``."""
+    return MemoryCoreError(ErrorCode.VALIDATION_ERROR, reason, message, field)
+
+
+def not_found(what: str, ident: str) -> MemoryCoreError:
+    """Shorthand for a 404 ``not_found``."""
+    return MemoryCoreError(ErrorCode.NOT_FOUND, f"{what}_missing", f"{what} {ident!r} does not exist")

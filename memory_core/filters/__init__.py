@@ -1,0 +1,1 @@
+"""Filters compiled into candidate generation (every channel sees the same predicate)."""

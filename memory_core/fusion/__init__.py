@@ -1,0 +1,1 @@
+"""Fusion of several ranked candidate lists into one (pure functions)."""

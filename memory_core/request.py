@@ -1,0 +1,158 @@
+"""Validation at the boundary: a request mapping becomes a frozen :class:`RetrieveRequest`.
+
+Unknown fields, wrong types and out-of-range values are 422 ``validation_error`` naming the
+field; nothing is searched or written for a rejected request. Strings become enums here.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from memory_core.config import EngineSpec
+from memory_core.errors import ErrorCode, MemoryCoreError, invalid
+from memory_core.times import normalize_instant
+from memory_core.types import BlockOrder, MemoryType, Mode, RetrieveRequest
+
+FIELDS = (
+    "query", "space_id", "route", "limit", "min_score", "mode", "format", "context_max_tokens",
+    "block_order", "expand_query", "prefer_observations", "include_source", "source_max_tokens",
+    "memory_types", "as_of", "query_timestamp", "occurred_after", "occurred_before", "tags",
+    "tags_match", "tag_groups", "user_id", "agent_id", "session_id", "receipt", "max_targets",
+    "fallback_space_id", "principal",
+)
+
+# Request fields whose behaviour has not been built yet: rejected loudly, never ignored.
+NOT_YET = {
+    "route": "routing across spaces",
+    "max_targets": "routing across spaces",
+    "fallback_space_id": "routing across spaces",
+    "expand_query": "query expansion",
+    "tags": "tag filters",
+    "tags_match": "tag filters",
+    "tag_groups": "tag filters",
+    "as_of": "time filters",
+    "query_timestamp": "time filters",
+    "occurred_after": "time filters",
+    "occurred_before": "time filters",
+}
+
+TAGS_MATCH = ("any", "all", "any_strict", "all_strict")
+
+
+def _bool(body: Mapping[str, Any], name: str, default: bool) -> bool:
+    value = body.get(name, default)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise invalid("wrong_type", f"{name} must be a boolean", name)
+    return value
+
+
+def _int(body: Mapping[str, Any], name: str, default: int | None, lo: int, hi: int | None
+         ) -> int | None:
+    value = body.get(name, default)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise invalid("wrong_type", f"{name} must be an integer", name)
+    if value < lo or (hi is not None and value > hi):
+        bound = f"{lo}-{hi}" if hi is not None else f">= {lo}"
+        raise invalid("out_of_range", f"{name} must be {bound}, got {value}", name)
+    return value
+
+
+def _str(body: Mapping[str, Any], name: str) -> str | None:
+    value = body.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise invalid("wrong_type", f"{name} must be a non-empty string", name)
+    return value
+
+
+def _choice(body: Mapping[str, Any], name: str, default: str, choices: tuple[str, ...]) -> str:
+    value = body.get(name, default)
+    if value is None:
+        return default
+    if not isinstance(value, str) or value not in choices:
+        raise invalid("invalid_choice", f"{name} must be one of {', '.join(choices)}; "
+                      f"got {value!r}", name)
+    return value
+
+
+def parse_request(body: Mapping[str, Any], spec: EngineSpec = EngineSpec(),
+                  available_modes: frozenset[Mode] = frozenset({Mode.FAST})) -> RetrieveRequest:
+    """Validate ``body`` and build the request. Raises :class:`MemoryCoreError` (422)."""
+    if not isinstance(body, Mapping):
+        raise invalid("wrong_type", "a request must be a mapping of fields")
+    unknown = sorted(set(body) - set(FIELDS))
+    if unknown:
+        raise invalid("unknown_field", f"unknown request field(s): {', '.join(unknown)}",
+                      unknown[0])
+    for name, feature in NOT_YET.items():
+        if body.get(name) not in (None, False):
+            raise invalid("unsupported_field", f"{name}: {feature} is not implemented yet", name)
+
+    query = body.get("query")
+    if not isinstance(query, str):
+        raise invalid("wrong_type", "query must be a string", "query")
+    if not query.strip():
+        raise invalid("empty_query", "query must not be empty", "query")
+
+    space_id = _str(body, "space_id")
+    if space_id is None:
+        raise MemoryCoreError(ErrorCode.ROUTE_CONFLICT, "neither",
+                              "give exactly one of space_id and route", "space_id")
+
+    min_score = body.get("min_score")
+    if min_score is not None:
+        if isinstance(min_score, bool) or not isinstance(min_score, int | float) \
+                or not math.isfinite(min_score):
+            raise invalid("wrong_type", "min_score must be a finite number", "min_score")
+        min_score = float(min_score)
+
+    mode = Mode(_choice(body, "mode", spec.default_mode, tuple(m.value for m in Mode)))
+    if mode not in available_modes:
+        raise invalid("mode_unavailable", f"mode={mode.value!r} is not available in this engine "
+                      f"(available: {', '.join(sorted(m.value for m in available_modes))})", "mode")
+
+    fmt = body.get("format")
+    if fmt is not None and fmt != "block":
+        raise invalid("invalid_choice", f"format must be 'block', got {fmt!r}", "format")
+
+    memory_types = body.get("memory_types")
+    if memory_types is not None:
+        if not isinstance(memory_types, list | tuple) or not memory_types or not all(
+                isinstance(t, str) and t in {m.value for m in MemoryType} for t in memory_types):
+            raise invalid("invalid_choice", "memory_types must be a non-empty list of "
+                          "'fact' / 'observation'", "memory_types")
+        memory_types = tuple(MemoryType(t) for t in dict.fromkeys(memory_types))
+
+    for name in ("as_of", "query_timestamp", "occurred_after", "occurred_before"):
+        if body.get(name) is not None:
+            normalize_instant(body[name], name)
+
+    return RetrieveRequest(
+        query=query.strip(),
+        space_id=space_id,
+        limit=_int(body, "limit", spec.default_limit, 1, spec.max_limit),  # type: ignore[arg-type]
+        min_score=min_score,
+        mode=mode,
+        format=fmt,
+        context_max_tokens=_int(body, "context_max_tokens", None, 1, None),
+        block_order=BlockOrder(_choice(body, "block_order", "relevance",
+                                       tuple(b.value for b in BlockOrder))),
+        expand_query=_bool(body, "expand_query", False),
+        prefer_observations=_bool(body, "prefer_observations", True),
+        include_source=_bool(body, "include_source", False),
+        source_max_tokens=_int(body, "source_max_tokens", None, 1, None),
+        memory_types=memory_types,
+        tags_match=_choice(body, "tags_match", "any", TAGS_MATCH),
+        user_id=_str(body, "user_id"),
+        agent_id=_str(body, "agent_id"),
+        session_id=_str(body, "session_id"),
+        receipt=_bool(body, "receipt", False),
+        principal=_str(body, "principal"),
+    )

@@ -1,0 +1,1 @@
+"""Rerankers: take the fused pool, return scores by position; the caller maps back by id."""

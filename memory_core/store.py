@@ -1,0 +1,375 @@
+"""SQLite storage: spaces, passages, memories, tags, sources, full-text index, receipts.
+
+One store is one SQLite file (WAL) in the store directory, or an in-memory database for
+``":memory:"``. Each ``insert_batch`` is one transaction: a batch is written whole or not at all.
+Embeddings live here too (float32 blobs), so the vector index can always be rebuilt.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from memory_core.types import Memory, MemoryType, Receipt, Space, frozen_map
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS spaces (
+    space_id TEXT PRIMARY KEY,
+    description TEXT NOT NULL,
+    is_default INTEGER NOT NULL DEFAULT 0,
+    members TEXT NOT NULL,
+    created_at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS passages (
+    passage_id INTEGER PRIMARY KEY,
+    space_id TEXT NOT NULL REFERENCES spaces(space_id),
+    content TEXT NOT NULL,
+    document_id TEXT
+);
+CREATE TABLE IF NOT EXISTS memories (
+    rowid INTEGER PRIMARY KEY,
+    space_id TEXT NOT NULL REFERENCES spaces(space_id),
+    content TEXT NOT NULL,
+    content_hash TEXT NOT NULL,
+    memory_type TEXT NOT NULL,
+    passage_id INTEGER REFERENCES passages(passage_id),
+    document_id TEXT,
+    metadata TEXT NOT NULL,
+    entities TEXT NOT NULL,
+    timestamp TEXT NOT NULL,
+    recorded_at TEXT NOT NULL,
+    occurred_start TEXT,
+    occurred_end TEXT,
+    user_id TEXT,
+    agent_id TEXT,
+    session_id TEXT,
+    embedding BLOB NOT NULL,
+    minhash BLOB
+);
+CREATE INDEX IF NOT EXISTS memories_space ON memories(space_id);
+CREATE INDEX IF NOT EXISTS memories_hash ON memories(space_id, content_hash);
+CREATE TABLE IF NOT EXISTS memory_tags (
+    memory_rowid INTEGER NOT NULL REFERENCES memories(rowid),
+    tag TEXT NOT NULL,
+    PRIMARY KEY (memory_rowid, tag)
+);
+CREATE INDEX IF NOT EXISTS memory_tags_tag ON memory_tags(tag);
+CREATE TABLE IF NOT EXISTS memory_sources (
+    note_rowid INTEGER NOT NULL REFERENCES memories(rowid),
+    source_rowid INTEGER NOT NULL REFERENCES memories(rowid),
+    position INTEGER NOT NULL,
+    PRIMARY KEY (note_rowid, source_rowid)
+);
+CREATE INDEX IF NOT EXISTS memory_sources_source ON memory_sources(source_rowid);
+CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts USING fts5(
+    content, tokenize = 'porter unicode61 remove_diacritics 2'
+);
+CREATE TABLE IF NOT EXISTS receipts (
+    receipt_id TEXT PRIMARY KEY,
+    created_at TEXT NOT NULL,
+    body TEXT NOT NULL
+);
+"""
+
+MEMORY_ID_PREFIX = "mem_"
+
+
+def memory_id_of(rowid: int) -> str:
+    """The public id of a memory row."""
+    return f"{MEMORY_ID_PREFIX}{rowid}"
+
+
+def rowid_of(memory_id: str) -> int | None:
+    """The row of a public memory id, or None when the id is not one of ours."""
+    if not isinstance(memory_id, str) or not memory_id.startswith(MEMORY_ID_PREFIX):
+        return None
+    tail = memory_id[len(MEMORY_ID_PREFIX):]
+    return int(tail) if tail.isdigit() else None
+
+
+@dataclass(frozen=True)
+class NewMemory:
+    """A validated memory ready to insert (the engine builds these)."""
+
+    space_id: str
+    content: str
+    content_hash: str
+    memory_type: MemoryType
+    passage: str | None  # new passage text; None = reuse ``passage_id``
+    passage_id: int | None
+    document_id: str | None
+    metadata: dict[str, Any]
+    entities: tuple[str, ...]
+    timestamp: str
+    recorded_at: str
+    occurred_start: str | None
+    occurred_end: str | None
+    user_id: str | None
+    agent_id: str | None
+    session_id: str | None
+    tags: tuple[str, ...]
+    source_rowids: tuple[int, ...]
+    embedding: np.ndarray
+    minhash: bytes | None
+
+
+@dataclass(frozen=True)
+class SqlFilter:
+    """A WHERE fragment over the ``memories`` table aliased ``m`` with its parameters.
+
+    Filters are compiled into every channel's query, so an excluded memory never takes a slot.
+    """
+
+    where: str = "1"
+    params: tuple[Any, ...] = ()
+
+    @property
+    def is_trivial(self) -> bool:
+        return self.where == "1"
+
+    def and_(self, other: SqlFilter) -> SqlFilter:
+        if other.is_trivial:
+            return self
+        if self.is_trivial:
+            return other
+        return SqlFilter(f"({self.where}) AND ({other.where})", self.params + other.params)
+
+
+_MEMORY_COLUMNS = ("m.rowid, m.space_id, m.content, m.content_hash, m.memory_type, m.passage_id, "
+                   "m.document_id, m.metadata, m.entities, m.timestamp, m.recorded_at, "
+                   "m.occurred_start, m.occurred_end, m.user_id, m.agent_id, m.session_id")
+
+
+class Store:
+    """The SQLite store. Thread-safe through one lock; every batch write is one transaction."""
+
+    def __init__(self, path: str | Path):
+        self.path = str(path)
+        self._lock = threading.RLock()
+        self._conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        self._conn.row_factory = sqlite3.Row
+        if self.path != ":memory:":
+            self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn.execute("PRAGMA foreign_keys=ON")
+        self._conn.executescript(SCHEMA)
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """``BEGIN IMMEDIATE`` ... ``COMMIT``; any exception rolls the whole batch back."""
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._conn
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
+
+    def _query(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
+        with self._lock:
+            return self._conn.execute(sql, tuple(params)).fetchall()
+
+    # -- meta ---------------------------------------------------------------------------------
+    def get_meta(self, key: str) -> str | None:
+        rows = self._query("SELECT value FROM meta WHERE key = ?", (key,))
+        return rows[0]["value"] if rows else None
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self.transaction() as c:
+            c.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, value))
+
+    # -- spaces -------------------------------------------------------------------------------
+    def insert_space(self, space: Space) -> None:
+        with self.transaction() as c:
+            if space.default:
+                c.execute("UPDATE spaces SET is_default = 0")
+            c.execute("INSERT INTO spaces VALUES (?, ?, ?, ?, ?)",
+                      (space.space_id, space.description, int(space.default),
+                       json.dumps(dict(space.members), sort_keys=True), space.created_at))
+
+    def get_space(self, space_id: str) -> Space | None:
+        rows = self._query("SELECT * FROM spaces WHERE space_id = ?", (space_id,))
+        return _space(rows[0]) if rows else None
+
+    def list_spaces(self) -> list[Space]:
+        return [_space(r) for r in self._query("SELECT * FROM spaces ORDER BY space_id")]
+
+    # -- memories -----------------------------------------------------------------------------
+    def insert_batch(self, items: Sequence[NewMemory]) -> list[int]:
+        """Insert memories (and their passages, tags, sources, full-text rows) in one transaction."""
+        rowids: list[int] = []
+        with self.transaction() as c:
+            for it in items:
+                passage_id = it.passage_id
+                if it.passage is not None:
+                    passage_id = c.execute(
+                        "INSERT INTO passages(space_id, content, document_id) VALUES (?, ?, ?)",
+                        (it.space_id, it.passage, it.document_id)).lastrowid
+                rowid = c.execute(
+                    "INSERT INTO memories(space_id, content, content_hash, memory_type, passage_id,"
+                    " document_id, metadata, entities, timestamp, recorded_at, occurred_start,"
+                    " occurred_end, user_id, agent_id, session_id, embedding, minhash)"
+                    " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    (it.space_id, it.content, it.content_hash, it.memory_type.value, passage_id,
+                     it.document_id, json.dumps(it.metadata, sort_keys=True),
+                     json.dumps(list(it.entities)), it.timestamp, it.recorded_at,
+                     it.occurred_start, it.occurred_end, it.user_id, it.agent_id, it.session_id,
+                     np.ascontiguousarray(it.embedding, dtype=np.float32).tobytes(), it.minhash),
+                ).lastrowid
+                c.execute("INSERT INTO memories_fts(rowid, content) VALUES (?, ?)",
+                          (rowid, it.content))
+                c.executemany("INSERT OR IGNORE INTO memory_tags VALUES (?, ?)",
+                              [(rowid, t) for t in it.tags])
+                c.executemany("INSERT INTO memory_sources VALUES (?, ?, ?)",
+                              [(rowid, s, i) for i, s in enumerate(it.source_rowids)])
+                rowids.append(int(rowid))
+        return rowids
+
+    def get_memories(self, rowids: Iterable[int]) -> dict[int, Memory]:
+        """Memories by row, with tags and source ids filled in."""
+        ids = sorted(set(rowids))
+        out: dict[int, Memory] = {}
+        for chunk in _chunks(ids, 500):
+            marks = ",".join("?" * len(chunk))
+            rows = self._query(f"SELECT {_MEMORY_COLUMNS} FROM memories m WHERE m.rowid IN ({marks})",
+                               chunk)
+            tags: dict[int, list[str]] = {}
+            for r in self._query(f"SELECT memory_rowid, tag FROM memory_tags WHERE memory_rowid "
+                                 f"IN ({marks}) ORDER BY tag", chunk):
+                tags.setdefault(r[0], []).append(r[1])
+            sources: dict[int, list[int]] = {}
+            for r in self._query(f"SELECT note_rowid, source_rowid FROM memory_sources WHERE "
+                                 f"note_rowid IN ({marks}) ORDER BY position", chunk):
+                sources.setdefault(r[0], []).append(r[1])
+            for r in rows:
+                out[r["rowid"]] = _memory(r, tags.get(r["rowid"], []), sources.get(r["rowid"], []))
+        return out
+
+    def eligible_rowids(self, space_id: str, flt: SqlFilter) -> np.ndarray:
+        """Rows of ``space_id`` that pass ``flt``, ascending."""
+        rows = self._query(f"SELECT m.rowid FROM memories m WHERE m.space_id = ? AND ({flt.where})"
+                           " ORDER BY m.rowid", (space_id, *flt.params))
+        return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+
+    def space_embeddings(self, space_id: str) -> tuple[np.ndarray, np.ndarray]:
+        """(rowids, float32 matrix) of every memory of a space, for rebuilding the vector index."""
+        rows = self._query("SELECT rowid, embedding FROM memories WHERE space_id = ? ORDER BY rowid",
+                           (space_id,))
+        ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+        if not rows:
+            return ids, np.zeros((0, 0), dtype=np.float32)
+        mat = np.stack([np.frombuffer(r[1], dtype=np.float32) for r in rows])
+        return ids, mat
+
+    def space_stamp(self, space_id: str) -> tuple[int, int]:
+        """(count, max rowid) of a space: how the vector index file is checked for staleness."""
+        row = self._query("SELECT COUNT(*), COALESCE(MAX(rowid), 0) FROM memories "
+                          "WHERE space_id = ?", (space_id,))[0]
+        return int(row[0]), int(row[1])
+
+    def keyword_search(self, space_id: str, match: str, flt: SqlFilter,
+                       depth: int) -> list[tuple[int, float]]:
+        """BM25 (SQLite FTS5) over one space's eligible memories: [(rowid, score)], best first.
+
+        FTS5's ``bm25()`` is lower-is-better; the returned score is its negation.
+        """
+        rows = self._query(
+            "SELECT f.rowid, bm25(memories_fts) AS s FROM memories_fts f "
+            "JOIN memories m ON m.rowid = f.rowid "
+            f"WHERE memories_fts MATCH ? AND m.space_id = ? AND ({flt.where}) "
+            "ORDER BY s, f.rowid LIMIT ?", (match, space_id, *flt.params, depth))
+        return [(int(r[0]), -float(r[1])) for r in rows]
+
+    def minhashes(self, rowids: Iterable[int]) -> dict[int, tuple[str, bytes | None]]:
+        """(content hash, MinHash signature bytes) per row, for dedup."""
+        ids = sorted(set(rowids))
+        out: dict[int, tuple[str, bytes | None]] = {}
+        for chunk in _chunks(ids, 500):
+            marks = ",".join("?" * len(chunk))
+            for r in self._query(f"SELECT rowid, content_hash, minhash FROM memories "
+                                 f"WHERE rowid IN ({marks})", chunk):
+                out[int(r[0])] = (r[1], r[2])
+        return out
+
+    def notes_of(self, source_rowids: Iterable[int], flt: SqlFilter) -> dict[int, list[int]]:
+        """For each fact row, the observation rows built from it that pass ``flt``."""
+        ids = sorted(set(source_rowids))
+        out: dict[int, list[int]] = {}
+        for chunk in _chunks(ids, 500):
+            marks = ",".join("?" * len(chunk))
+            rows = self._query(
+                "SELECT s.source_rowid, s.note_rowid FROM memory_sources s "
+                "JOIN memories m ON m.rowid = s.note_rowid "
+                f"WHERE s.source_rowid IN ({marks}) AND ({flt.where}) ORDER BY s.note_rowid",
+                (*chunk, *flt.params))
+            for r in rows:
+                out.setdefault(int(r[0]), []).append(int(r[1]))
+        return out
+
+    def passages(self, passage_ids: Iterable[int]) -> dict[int, str]:
+        ids = sorted({p for p in passage_ids if p is not None})
+        out: dict[int, str] = {}
+        for chunk in _chunks(ids, 500):
+            marks = ",".join("?" * len(chunk))
+            for r in self._query(f"SELECT passage_id, content FROM passages "
+                                 f"WHERE passage_id IN ({marks})", chunk):
+                out[int(r[0])] = r[1]
+        return out
+
+    def count_memories(self, space_id: str | None = None) -> int:
+        if space_id is None:
+            return int(self._query("SELECT COUNT(*) FROM memories")[0][0])
+        return int(self._query("SELECT COUNT(*) FROM memories WHERE space_id = ?",
+                               (space_id,))[0][0])
+
+    # -- receipts -----------------------------------------------------------------------------
+    def save_receipt(self, receipt: Receipt) -> None:
+        with self.transaction() as c:
+            c.execute("INSERT INTO receipts VALUES (?, ?, ?)",
+                      (receipt.receipt_id, receipt.created_at, json.dumps(receipt.to_dict())))
+
+    def get_receipt(self, receipt_id: str) -> Receipt | None:
+        rows = self._query("SELECT body FROM receipts WHERE receipt_id = ?", (receipt_id,))
+        return Receipt.from_dict(json.loads(rows[0]["body"])) if rows else None
+
+    def list_receipts(self, limit: int = 100) -> list[Receipt]:
+        rows = self._query("SELECT body FROM receipts ORDER BY created_at DESC LIMIT ?", (limit,))
+        return [Receipt.from_dict(json.loads(r["body"])) for r in rows]
+
+
+def _chunks(seq: Sequence[int], size: int) -> Iterator[list[int]]:
+    for i in range(0, len(seq), size):
+        yield list(seq[i:i + size])
+
+
+def _space(row: sqlite3.Row) -> Space:
+    return Space(row["space_id"], row["description"], bool(row["is_default"]),
+                 frozen_map(json.loads(row["members"])), row["created_at"])
+
+
+def _memory(row: sqlite3.Row, tags: list[str], sources: list[int]) -> Memory:
+    return Memory(
+        rowid=int(row["rowid"]), memory_id=memory_id_of(int(row["rowid"])),
+        space_id=row["space_id"], content=row["content"], content_hash=row["content_hash"],
+        memory_type=MemoryType(row["memory_type"]),
+        source_ids=tuple(memory_id_of(s) for s in sources),
+        metadata=frozen_map(json.loads(row["metadata"])), document_id=row["document_id"],
+        tags=tuple(tags), entities=tuple(json.loads(row["entities"])),
+        timestamp=row["timestamp"], recorded_at=row["recorded_at"],
+        occurred_start=row["occurred_start"], occurred_end=row["occurred_end"],
+        user_id=row["user_id"], agent_id=row["agent_id"], session_id=row["session_id"],
+        passage_id=row["passage_id"],
+    )

@@ -1,0 +1,312 @@
+"""Frozen records that flow through the engine.
+
+Every stage takes an immutable candidate list and returns a new one; every cut appends
+:class:`Drop` records. Enums close every choice that crosses the API boundary.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from types import MappingProxyType
+from typing import Any
+
+
+def frozen_map(mapping: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    """A read-only copy of ``mapping`` (``{}`` for None)."""
+    return MappingProxyType(dict(mapping or {}))
+
+
+class Mode(str, Enum):
+    """Retrieval mode: ``accurate`` reranks with a cross-encoder, ``fast`` does not."""
+
+    ACCURATE = "accurate"
+    FAST = "fast"
+
+
+class MemoryType(str, Enum):
+    FACT = "fact"
+    OBSERVATION = "observation"
+
+
+class Channel(str, Enum):
+    """Candidate generators; ``fused`` marks a candidate produced by fusion."""
+
+    DENSE = "dense"
+    KEYWORD = "keyword"
+    TEMPORAL = "temporal"
+    GRAPH = "graph"
+    FUSED = "fused"
+
+
+class DropReason(str, Enum):
+    """Why a candidate was cut. Every cut records one."""
+
+    DEDUP = "dedup"
+    MIN_SCORE = "min_score"
+    LIMIT = "limit"
+    TOKEN_BUDGET = "token_budget"
+
+
+class BlockOrder(str, Enum):
+    RELEVANCE = "relevance"
+    STABLE = "stable"
+
+
+@dataclass(frozen=True)
+class Space:
+    space_id: str
+    description: str
+    default: bool
+    members: Mapping[str, str]
+    created_at: str
+
+
+@dataclass(frozen=True)
+class Memory:
+    """One stored memory (fact or observation), as the store returns it."""
+
+    rowid: int
+    memory_id: str
+    space_id: str
+    content: str
+    content_hash: str
+    memory_type: MemoryType
+    source_ids: tuple[str, ...]
+    metadata: Mapping[str, Any]
+    document_id: str | None
+    tags: tuple[str, ...]
+    entities: tuple[str, ...]
+    timestamp: str
+    recorded_at: str
+    occurred_start: str | None
+    occurred_end: str | None
+    user_id: str | None
+    agent_id: str | None
+    session_id: str | None
+    passage_id: int | None
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One memory on a ranked list: its score and 1-based rank in that list.
+
+    ``channel_ranks`` keeps the rank the memory had in each channel that produced it, so a
+    fused or reranked candidate still says where it came from.
+    """
+
+    memory_id: str
+    score: float
+    rank: int
+    channel: Channel
+    channel_ranks: Mapping[str, int] = field(default_factory=lambda: frozen_map(None))
+    space_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Drop:
+    """A candidate cut by a stage, with the score and rank it had when cut."""
+
+    memory_id: str
+    reason: DropReason
+    stage: str
+    score: float
+    rank: int
+    detail: str | None = None
+    space_id: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"memory_id": self.memory_id, "reason": self.reason.value, "stage": self.stage,
+                "score": self.score, "rank": self.rank, "detail": self.detail,
+                "space_id": self.space_id}
+
+
+@dataclass(frozen=True)
+class Ranked:
+    """An immutable ranked candidate list plus every drop made so far."""
+
+    candidates: tuple[Candidate, ...]
+    drops: tuple[Drop, ...] = ()
+
+    def reranked(self, candidates: list[Candidate] | tuple[Candidate, ...],
+                 drops: list[Drop] | tuple[Drop, ...] = ()) -> Ranked:
+        """A new list with ranks renumbered from 1 in the given order."""
+        renumbered = tuple(
+            Candidate(c.memory_id, c.score, i + 1, c.channel, c.channel_ranks, c.space_id)
+            for i, c in enumerate(candidates)
+        )
+        return Ranked(renumbered, self.drops + tuple(drops))
+
+
+@dataclass(frozen=True)
+class SearchedEntry:
+    """One space a routed read searched (or an abstention entry with ``space_id=None``)."""
+
+    space_id: str | None
+    confidence: float | None
+    reason: str | None = None
+    stage: str = "route"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"space_id": self.space_id, "confidence": self.confidence,
+                "reason": self.reason, "stage": self.stage}
+
+
+@dataclass(frozen=True)
+class Result:
+    """One returned memory (the wire names of DESIGN.md)."""
+
+    memory_id: str
+    space_id: str
+    content: str
+    memory_type: str
+    relevance_score: float
+    source_ids: tuple[str, ...]
+    source: str | None
+    metadata: Mapping[str, Any]
+    document_id: str | None
+    tags: tuple[str, ...]
+    entities: tuple[str, ...]
+    timestamp: str
+    recorded_at: str
+    occurred_start: str | None
+    occurred_end: str | None
+    user_id: str | None
+    agent_id: str | None
+    session_id: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "memory_id": self.memory_id, "space_id": self.space_id, "content": self.content,
+            "memory_type": self.memory_type, "relevance_score": self.relevance_score,
+            "source_ids": list(self.source_ids), "source": self.source,
+            "metadata": dict(self.metadata), "document_id": self.document_id,
+            "tags": list(self.tags), "entities": list(self.entities),
+            "timestamp": self.timestamp, "recorded_at": self.recorded_at,
+            "occurred_start": self.occurred_start, "occurred_end": self.occurred_end,
+            "user_id": self.user_id, "agent_id": self.agent_id, "session_id": self.session_id,
+        }
+
+
+@dataclass(frozen=True)
+class RetrieveRequest:
+    """A validated retrieve request. Build it with ``memory_core.request.parse_request``."""
+
+    query: str
+    space_id: str | None = None
+    route: str | None = None
+    limit: int = 10
+    min_score: float | None = None
+    mode: Mode = Mode.FAST
+    format: str | None = None
+    context_max_tokens: int | None = None
+    block_order: BlockOrder = BlockOrder.RELEVANCE
+    expand_query: bool = False
+    prefer_observations: bool = True
+    include_source: bool = False
+    source_max_tokens: int | None = None
+    memory_types: tuple[MemoryType, ...] | None = None
+    as_of: str | None = None
+    query_timestamp: str | None = None
+    occurred_after: str | None = None
+    occurred_before: str | None = None
+    tags: tuple[str, ...] | None = None
+    tags_match: str = "any"
+    tag_groups: tuple[Any, ...] | None = None
+    user_id: str | None = None
+    agent_id: str | None = None
+    session_id: str | None = None
+    receipt: bool = False
+    max_targets: int | None = None
+    fallback_space_id: str | None = None
+    principal: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The request as plain JSON-able data (enums as their values)."""
+        out: dict[str, Any] = {}
+        for name in self.__dataclass_fields__:
+            value = getattr(self, name)
+            if isinstance(value, Enum):
+                value = value.value
+            elif isinstance(value, tuple):
+                value = [v.value if isinstance(v, Enum) else v for v in value]
+            out[name] = value
+        return out
+
+
+@dataclass(frozen=True)
+class KeptEntry:
+    """A returned result as the receipt remembers it."""
+
+    memory_id: str
+    space_id: str | None
+    rank: int
+    score: float
+    channel_ranks: Mapping[str, int]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"memory_id": self.memory_id, "space_id": self.space_id, "rank": self.rank,
+                "score": self.score, "channel_ranks": dict(self.channel_ranks)}
+
+
+@dataclass(frozen=True)
+class Receipt:
+    """What one retrieve kept and cut, and why. Fetched later with ``get_receipt``."""
+
+    receipt_id: str
+    created_at: str
+    request: Mapping[str, Any]
+    kept: tuple[KeptEntry, ...]
+    dropped: tuple[Drop, ...]
+    searched: tuple[SearchedEntry, ...] | None = None
+    stages: Mapping[str, Any] = field(default_factory=lambda: frozen_map(None))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "receipt_id": self.receipt_id, "created_at": self.created_at,
+            "request": dict(self.request), "kept": [k.to_dict() for k in self.kept],
+            "dropped": [d.to_dict() for d in self.dropped],
+            "searched": None if self.searched is None else [s.to_dict() for s in self.searched],
+            "stages": dict(self.stages),
+        }
+
+    @classmethod
+    def from_dict(cls, body: Mapping[str, Any]) -> Receipt:
+        return cls(
+            receipt_id=body["receipt_id"], created_at=body["created_at"],
+            request=frozen_map(body["request"]),
+            kept=tuple(KeptEntry(k["memory_id"], k.get("space_id"), k["rank"], k["score"],
+                                 frozen_map(k.get("channel_ranks"))) for k in body["kept"]),
+            dropped=tuple(Drop(d["memory_id"], DropReason(d["reason"]), d["stage"], d["score"],
+                               d["rank"], d.get("detail"), d.get("space_id"))
+                          for d in body["dropped"]),
+            searched=None if body.get("searched") is None else tuple(
+                SearchedEntry(s["space_id"], s["confidence"], s.get("reason"),
+                              s.get("stage", "route")) for s in body["searched"]),
+            stages=frozen_map(body.get("stages")),
+        )
+
+
+@dataclass(frozen=True)
+class RetrieveResponse:
+    """What ``retrieve`` returns. ``to_dict`` is the wire body."""
+
+    results: list[Result]
+    context: str | None = None
+    token_estimate: int | None = None
+    searched: list[SearchedEntry] | None = None
+    receipt_id: str | None = None
+    usage: None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "results": [r.to_dict() for r in self.results],
+            "usage": None,
+            "context": self.context,
+            "token_estimate": self.token_estimate,
+            "receipt_id": self.receipt_id,
+        }
+        if self.searched is not None:  # the key is absent on an addressed read
+            body["searched"] = [s.to_dict() for s in self.searched]
+        return body

@@ -1,0 +1,75 @@
+"""Shared fixtures. Offline model use only; caches go to a per-session temp dir."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+
+import numpy as np
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("RAGAS_DO_NOT_TRACK", "true")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+class HashEmbedder:
+    """A deterministic bag-of-words embedder for logic tests that need no model.
+
+    Each lowercase word is hashed to one of ``dim`` buckets; rows are L2-normalised.
+    """
+
+    dim = 64
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def embed(self, texts):
+        self.calls += len(texts)
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for i, t in enumerate(texts):
+            for w in re.findall(r"\w+", t.lower()):
+                out[i, int(hashlib.md5(w.encode()).hexdigest(), 16) % self.dim] += 1.0
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        return out / np.where(norms == 0, 1, norms)
+
+    def identity(self):
+        return {"model": "hash-bow-64", "weights_sha256": "none"}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _isolated_cache(tmp_path_factory):
+    path = tmp_path_factory.mktemp("mc-cache")
+    old = os.environ.get("MEMORY_CORE_CACHE")
+    os.environ["MEMORY_CORE_CACHE"] = str(path)
+    yield path
+    if old is None:
+        os.environ.pop("MEMORY_CORE_CACHE", None)
+    else:
+        os.environ["MEMORY_CORE_CACHE"] = old
+
+
+@pytest.fixture
+def hash_embedder():
+    return HashEmbedder()
+
+
+@pytest.fixture
+def engine(hash_embedder):
+    """An in-memory engine on the hash embedder (no model)."""
+    from memory_core import MemoryEngine
+
+    eng = MemoryEngine.open(":memory:", embedder=hash_embedder)
+    yield eng
+    eng.close()
+
+
+@pytest.fixture(scope="session")
+def minilm():
+    """The packaged MiniLM, loaded once per session (cached embeddings on disk)."""
+    from memory_core.config import EmbedSpec
+    from memory_core.embed import build_embedder
+
+    return build_embedder(EmbedSpec())
