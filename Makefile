@@ -21,7 +21,7 @@ test: $(STAMP)
 	$(PY) -m pytest $(ARGS)
 
 app: $(STAMP)
-	.venv/bin/streamlit run app.py
+	$(PY) -m streamlit run app.py --browser.gatherUsageStats false $(ARGS)
 
 bench: $(STAMP)
 	$(PY) -m benchmarks.perf $(ARGS)

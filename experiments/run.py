@@ -7,7 +7,14 @@
 
 Writes to the Hydra run directory: ``metrics.json`` (dataset sha256, resolved config, model
 identities, denominators, metrics with CIs), ``per_query.parquet``, TREC run and qrels files,
-``summary.md``, and the store itself (``store/``, with a receipt per query).
+plots (``recall_at_k.png``, ``per_category.png``), ``summary.md``, and the store itself
+(``store/``, with a receipt per query).
+
+Per query and mode/view the runner records ``eval.metrics`` on memory keys (turns), the
+``eval.session_metrics`` on sessions as ``session_<metric>`` (ranked keys mapped to sessions with
+:func:`experiments.metrics.to_sessions`, k counting unique sessions, as LongMemEval's
+turn-to-session evaluation does), the recall@1..limit curve, and with ``eval.ragas`` the ragas
+ID-based context recall/precision (:mod:`experiments.ragas_metrics`).
 """
 
 from __future__ import annotations
@@ -26,12 +33,15 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 from tqdm.auto import tqdm
 
-from experiments import report
+from experiments import metrics as M
+from experiments import plots, report, reuse
 from experiments.config import engine_spec, to_plain
 from experiments.data.registry import load_dataset
 from experiments.data.schema import Dataset, QueryDef
 from experiments.ingest import IdMap, ingest
 from experiments.scoring import score
+from experiments.thresholds import compare_modes, print_comparison
+from experiments.train_reranker import prepare_reranker, reranker_split
 from memory_core import MemoryEngine
 
 VIEWS = {
@@ -58,14 +68,70 @@ def scorable(dataset: Dataset, ids: IdMap) -> tuple[list[QueryDef], Counter[str]
     return keep, skipped
 
 
+def session_names(cfg: DictConfig) -> list[str]:
+    """Column names of the session-level metrics: ``session_<metric>``."""
+    return [f"session_{m}" for m in (cfg.eval.get("session_metrics") or [])]
+
+
+def retrieve_limit(cfg: DictConfig, max_limit: int) -> int:
+    """How many memories each query asks for: ``eval.limit``, else the deepest cut-off any
+    metric needs (capped at the engine's ``max_limit``)."""
+    if cfg.eval.get("limit"):
+        return min(int(cfg.eval.limit), max_limit)
+    ks = list(cfg.eval.ks) + [k for m in [*cfg.eval.metrics, *(cfg.eval.get("session_metrics")
+                                                             or [])]
+                              if (k := M.parse_metric(m).k) is not None]
+    return min(max(ks), max_limit)
+
+
+def usable_modes(engine: MemoryEngine, cfg: DictConfig) -> tuple[list[str], dict[str, str]]:
+    """The configured modes this engine can run, and the skipped ones with the reason.
+
+    An unavailable mode is an error unless ``eval.skip_unavailable_modes`` (the ablation
+    preset sets it, so ``[fast, accurate]`` runs before the cross-encoder exists); a skipped
+    mode is written into ``metrics.json``, never dropped silently.
+    """
+    available = {m.value for m in engine.available_modes}
+    modes = [m for m in cfg.eval.modes if m in available]
+    why = {"accurate": f": {engine.rerank_unavailable}" if engine.rerank_unavailable else ""}
+    skipped = {m: f"mode {m!r} is not available in this engine (available: "
+                  f"{', '.join(sorted(available))}){why.get(m, '')}"
+               for m in cfg.eval.modes if m not in available}
+    if skipped and not cfg.eval.get("skip_unavailable_modes", False):
+        raise ValueError("; ".join(skipped.values()) + " (set eval.skip_unavailable_modes=true "
+                         "to skip it and record the skip)")
+    if not modes:
+        raise ValueError(f"none of eval.modes {list(cfg.eval.modes)} is available")
+    return modes, skipped
+
+
+def session_scores(keys: list[str], q: QueryDef, ids: IdMap,
+                   names: list[str]) -> dict[str, float | None]:
+    """Session-level metrics: returned memories -> what they retrieve (observations expanded)
+    -> their sessions, unique in first-seen order, scored against ``q.gold_sessions``.
+    ``None`` for a query without gold sessions (left out of the means, counted in ``n``)."""
+    if not names:
+        return {}
+    if not q.gold_sessions:
+        return {f"session_{n}": None for n in names}
+    sessions = M.to_sessions(M.expand_ranked(keys, ids.sources), ids.session_of)
+    return {f"session_{n}": M.parse_metric(n)(sessions, q.gold_sessions) for n in names}
+
+
 def evaluate(engine: MemoryEngine, queries: list[QueryDef], ids: IdMap, cfg: DictConfig,
-             has_observations: bool) -> list[dict[str, Any]]:
+             has_observations: bool, modes: list[str] | None = None) -> list[dict[str, Any]]:
     """Ask every query in every configured mode and view; one row per (query, mode, view)."""
     metric_names = list(cfg.eval.metrics)
-    limit = min(max(cfg.eval.ks), engine.spec.max_limit)
+    sessions = [str(m) for m in (cfg.eval.get("session_metrics") or [])]
+    limit = retrieve_limit(cfg, engine.spec.max_limit)
+    ragas = None
+    if cfg.eval.get("ragas"):
+        from experiments.ragas_metrics import RagasIdScorer
+
+        ragas = RagasIdScorer(k=int(cfg.eval.get("ragas_k") or max(cfg.eval.ks)))
     views = [v for v in VIEWS if v == "with_observations" or (cfg.eval.raw_turns and has_observations)]
     rows: list[dict[str, Any]] = []
-    for mode in cfg.eval.modes:
+    for mode in (modes if modes is not None else list(cfg.eval.modes)):
         for view in views:
             for q in tqdm(queries, desc=f"{mode}/{view}", unit="q", disable=not cfg.progress):
                 t0 = time.perf_counter()
@@ -81,34 +147,66 @@ def evaluate(engine: MemoryEngine, queries: list[QueryDef], ids: IdMap, cfg: Dic
                     "scores": [r.relevance_score for r in resp.results],
                     "memory_types": [r.memory_type for r in resp.results],
                     "latency_ms": latency, "receipt_id": resp.receipt_id,
+                    "recall_curve": plots.recall_curve(keys, q.gold_keys, ids.sources, limit),
                     **score(keys, q.gold_keys, ids.sources, metric_names),
+                    **session_scores(keys, q, ids, sessions),
+                    **(ragas.score(keys, q.gold_keys, ids.sources) if ragas else {}),
                 })
     return rows
 
 
+def reported_metrics(cfg: DictConfig) -> list[str]:
+    """Every per-query metric column the summary aggregates, in report order."""
+    names = [*cfg.eval.metrics, *session_names(cfg)]
+    if cfg.eval.get("ragas"):
+        from experiments.ragas_metrics import column_names
+
+        names += column_names(int(cfg.eval.get("ragas_k") or max(cfg.eval.ks)))
+    return [str(n) for n in names]
+
+
+def headline_groups(cfg: DictConfig) -> dict[str, list[str]]:
+    """Named groups of query kinds reported first (``eval.headline``: name -> kinds)."""
+    return {str(k): [str(v) for v in kinds]
+            for k, kinds in (to_plain(cfg.eval.get("headline")) or {}).items()}
+
+
 def run_experiment(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     """The whole run; returns what it wrote to ``metrics.json``."""
+    if cfg.get("runner", "retrieval") != "retrieval":  # experiment=routing / expand
+        from experiments.routing import RUNNERS
+
+        return RUNNERS[str(cfg.runner)](cfg, run_dir)
     logging.getLogger("faiss.loader").setLevel(logging.WARNING)
     run_dir.mkdir(parents=True, exist_ok=True)
     t_start = time.perf_counter()
     dataset = load_dataset(to_plain(cfg.data), cfg.paths.data_dir)
     spec = engine_spec(cfg)
+    spec, reranker_info = prepare_reranker(cfg, spec, dataset)  # trains it once if missing
+    store_print = reuse.fingerprint(dataset, to_plain(cfg.data), spec)
+    reused = cfg.eval.get("reuse_store")
+    t0 = time.perf_counter()
+    ids = reuse.restore(reused, run_dir, store_print) if reused else None  # eval.reuse_store
     with MemoryEngine.open(run_dir / "store", spec) as engine:
-        t0 = time.perf_counter()
-        ids = ingest(engine, dataset, progress=bool(cfg.progress))
+        if ids is None:
+            ids = ingest(engine, dataset, progress=bool(cfg.progress))
         ingest_s = time.perf_counter() - t0
+        reuse.save(run_dir, ids, store_print)
         queries, skipped = scorable(dataset, ids)
         if cfg.eval.limit_queries:
             queries = queries[: int(cfg.eval.limit_queries)]
         has_obs = any(m.memory_type == "observation" for m in dataset.memories)
+        modes, modes_skipped = usable_modes(engine, cfg)
+        reranker_info.update(reranker_split(engine, dataset, queries, modes))  # no leakage
         t0 = time.perf_counter()
-        rows = evaluate(engine, queries, ids, cfg, has_obs)
+        rows = evaluate(engine, queries, ids, cfg, has_obs, modes)
         eval_s = time.perf_counter() - t0
         models = engine.model_identity()
 
-    metric_names = list(cfg.eval.metrics)
+    metric_names = reported_metrics(cfg)
+    headline = headline_groups(cfg)
     summary = report.aggregate(rows, metric_names, n_resamples=int(cfg.eval.get("n_resamples", 2000)),
-                               seed=int(cfg.seed))
+                               seed=int(cfg.seed), groups=headline)
     meta: dict[str, Any] = {
         "task_name": cfg.task_name,
         "dataset": {"name": dataset.name, "sha256": dict(dataset.source_sha256),
@@ -118,7 +216,15 @@ def run_experiment(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
         "denominators": {"queries": len(dataset.queries), "scored": len(queries),
                          "skipped": dict(skipped), "memories": len(dataset.memories),
                          "spaces": len(dataset.spaces)},
-        "notes": [report.OBSERVATION_NOTE],
+        "notes": [report.OBSERVATION_NOTE, *report.metric_notes(metric_names)],
+        "headline": headline,
+        "modes_skipped": modes_skipped,
+        "reused_store": str(reused) if reused else None,
+        "reranker": reranker_info,
+        "mode_comparison": compare_modes(rows, [m for m in metric_names if "recall" in m],
+                                         headline, n_resamples=int(cfg.eval.get(
+                                             "n_resamples", 2000)), seed=int(cfg.seed)),
+        "retrieve_limit": retrieve_limit(cfg, spec.max_limit),
         "timing_s": {"ingest": round(ingest_s, 3), "evaluate": round(eval_s, 3),
                      "total": round(time.perf_counter() - t_start, 3)},
         "platform": {"python": platform.python_version(), "machine": platform.machine()},
@@ -128,8 +234,18 @@ def run_experiment(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     if rows:
         pl.DataFrame(rows).write_parquet(run_dir / "per_query.parquet")
         meta["trec_files"] = report.write_trec(run_dir, rows)
+        if cfg.eval.get("plots", True):
+            meta["plots"] = plots.write_plots(run_dir, rows, summary, metric_names,
+                                              groups=headline)
+        if cfg.get("thresholds"):  # conf/experiment/thresholds.yaml
+            from experiments.thresholds import analyse
+
+            meta["thresholds"] = analyse(rows, ids.sources, to_plain(cfg.thresholds), run_dir)
+        (run_dir / "metrics.json").write_text(json.dumps(meta, indent=2, default=str))
     (run_dir / "summary.md").write_text(report.summary_markdown(meta, summary, metric_names))
     report.print_table(summary, metric_names, f"{cfg.task_name} on {dataset.name} -> {run_dir}")
+    print_comparison(meta["mode_comparison"], [m for m in metric_names if "recall" in m],
+                     f"{cfg.task_name} on {dataset.name}")
     return meta
 
 
@@ -139,11 +255,15 @@ def _jsonable(value: Any) -> Any:
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")
 def main(cfg: DictConfig) -> float:
-    """Hydra entry point; returns recall@10 of the first mode (for sweepers)."""
+    """Hydra entry point; returns recall@10 of the first mode on the headline group (or all
+    queries) for sweepers."""
     meta = run_experiment(cfg, Path(HydraConfig.get().runtime.output_dir))
+    if "objective" in meta:  # other runners name their own sweep objective
+        return float(meta["objective"])
     first = next(iter(meta["metrics"].values()), {})
-    cell = first.get("with_observations", {}).get("all", {})
-    return float(cell.get("recall@10", {}).get("mean", 0.0))
+    kinds = first.get("with_observations", {})
+    cell = kinds.get(next(iter(meta["headline"]), "all")) or kinds.get("all", {})
+    return float((cell.get("recall@10") or {}).get("mean", 0.0))
 
 
 if __name__ == "__main__":

@@ -37,14 +37,43 @@ class ChannelsSpec:
     keyword: bool = True
     dense_pool: int = 50
     keyword_pool: int = 50
+    # temporal: eligible memories whose event time (fallback: timestamp) falls in the window the
+    # query names, ranked by cosine similarity; no window named, no list (it removes nothing)
+    temporal: bool = True
+    temporal_pool: int = 50
+    # graph: from the top ``graph_seeds`` fused hits to eligible memories sharing an entity,
+    # ``graph_depth`` hops, scored by the summed IDF of the shared entities; skipped under as_of
+    graph: bool = True
+    graph_pool: int = 50
+    graph_seeds: int = 5
+    graph_depth: int = 1
+    # hub entities (held by more than max(graph_hub_floor, graph_max_share * N) memories of the
+    # space, e.g. a conversation's speakers) are not followed
+    graph_max_share: float = 0.05
+    graph_hub_floor: int = 20
+    # the graph list's ranks start after this many places (expansion ranks below its seeds)
+    graph_rank_offset: int = 50
 
 
 @dataclass(frozen=True)
 class FusionSpec:
-    """Reciprocal-rank fusion over the union of every channel's candidates."""
+    """Fusion over the union of every channel's candidates.
+
+    ``method``: ``rrf`` (reciprocal rank, ``rrf_k``) or ``weighted`` (weighted sum of
+    per-channel scores normalised by ``norm``: ``minmax`` | ``zscore``; a channel missing from
+    ``weights`` weighs 1.0). See ``memory_core/fusion/``.
+    """
 
     method: str = "rrf"
     rrf_k: int = 60
+    norm: str = "minmax"
+    weights: Mapping[str, float] = field(default_factory=lambda: {"dense": 1.0, "keyword": 1.0})
+
+    def __post_init__(self) -> None:
+        if self.method not in ("rrf", "weighted"):
+            raise ValueError(f"unknown fusion method {self.method!r}; valid: rrf, weighted")
+        if self.norm not in ("minmax", "zscore"):
+            raise ValueError(f"unknown fusion norm {self.norm!r}; valid: minmax, zscore")
 
 
 @dataclass(frozen=True)
@@ -66,13 +95,159 @@ class ContextSpec:
 
 
 @dataclass(frozen=True)
+class TagFilterSpec:
+    """Limits of tag filters (a breach is a 422 naming the limit) and fuzzy resolution.
+
+    Fuzzy resolution (``resolve: "fuzzy"`` on a tag_groups leaf): pg_trgm similarity
+    ``>= fuzzy_threshold`` on the part after the namespace (which must match exactly), names
+    under ``fuzzy_min_chars`` exact only, length within ``fuzzy_length_tolerance`` of the named
+    tag's, at most ``fuzzy_max_per_tag`` additions per tag, vocabulary = the space's
+    ``fuzzy_vocabulary`` most used tags. See ``memory_core/filters/fuzzy.py``.
+    """
+
+    max_flat_tags: int = 50
+    max_leaves: int = 25
+    max_depth: int = 5
+    max_leaf_tags: int = 500
+    max_total_tags: int = 1000
+    fuzzy_threshold: float = 0.45
+    fuzzy_min_chars: int = 4
+    fuzzy_length_tolerance: float = 0.3
+    fuzzy_max_per_tag: int = 10
+    fuzzy_vocabulary: int = 5000
+
+
+@dataclass(frozen=True)
+class RedactSpec:
+    """Optional write-time redaction: every match of a pattern in a written text is replaced by
+    ``replacement`` (``{name}`` = the pattern's name) before anything is stored or embedded."""
+
+    enabled: bool = False
+    patterns: Mapping[str, str] = field(default_factory=lambda: {
+        "email": r"(?<![\w.+-])[\w.+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}",
+        "api_key": r"\b(?:sk|pk|rk)-[A-Za-z0-9_-]{16,}|\bAKIA[0-9A-Z]{16}\b"
+                   r"|\bgh[pousr]_[A-Za-z0-9]{30,}|\bxox[abpr]-[A-Za-z0-9-]{10,}",
+    })
+    replacement: str = "[REDACTED:{name}]"
+
+
+@dataclass(frozen=True)
+class WriteSpec:
+    """Write path. ``split_max_chars``: a write longer than this is split at sentence ends into
+    memories of at most this many characters, each keeping the whole write as its passage
+    (``None``: never split)."""
+
+    split_max_chars: int | None = None
+
+
+RERANK_FAILURE_MODES = ("error", "fallback")
+
+
+@dataclass(frozen=True)
+class RerankSpec:
+    """Accurate mode's cross-encoder (``memory_core/rerank/``).
+
+    ``model``: a local cross-encoder folder or a Hugging Face id (used only where it is in the
+    local hub cache, or a hub is reachable and ``HF_HUB_OFFLINE`` is unset). ``None``: the
+    project's own model trained by ``python -m experiments.train_reranker name=<trained>`` and
+    cached under ``<cache>/rerankers/<trained>/`` with its model card. The top ``pool`` fused
+    candidates (independent of ``limit``) are scored in batches of ``batch_size`` pairs, each
+    truncated to ``max_length`` tokens; candidates beyond the pool are cut with a receipt drop.
+    ``on_failure``: ``error`` raises a ``MemoryCoreError``; ``fallback`` serves fast-mode
+    position scores and records the fallback in the receipt and the response.
+    """
+
+    model: str | None = None
+    trained: str = "default"
+    pool: int = 50
+    batch_size: int = 32
+    max_length: int = 256
+    device: str = "cpu"
+    on_failure: str = "error"
+    cache_dir: str | None = None  # None: $MEMORY_CORE_CACHE or ~/.cache/memory_core
+
+    def __post_init__(self) -> None:
+        if self.on_failure not in RERANK_FAILURE_MODES:
+            raise ValueError(f"unknown rerank.on_failure {self.on_failure!r}; valid: "
+                             f"{', '.join(RERANK_FAILURE_MODES)}")
+        for name in ("pool", "batch_size", "max_length"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"rerank.{name} must be a positive integer, got {value!r}")
+        if not self.trained or "/" in self.trained or self.trained.startswith("."):
+            raise ValueError(f"rerank.trained must be a plain name, got {self.trained!r}")
+
+
+ROUTERS = ("description", "evidence", "learned")
+PLATFORM_MAX_TARGETS = 3  # spaces a routed read searches at most, unless the request or engine says
+
+
+@dataclass(frozen=True)
+class RoutingSpec:
+    """Routing across spaces (``route="auto"``; ``memory_core/routing/``).
+
+    ``router``: ``description`` (query vs space-description embedding similarity), ``evidence``
+    (how strongly each space's own memories match, through the dense and BM25 channels) or
+    ``learned`` (a calibrated scikit-learn model over both routers' features, loaded from
+    ``model_path``, trained by ``experiments.routing``). Each router gives every eligible space a
+    ``fit`` (absolute match strength) and a ``confidence`` (softmax of the router's logit at
+    ``temperature``, or the learned model's calibrated probability). Abstention: no space with
+    ``fit >= min_fit`` is ``no_space_fits``; a best confidence under ``min_confidence`` is
+    ``low_confidence``. Besides the best space, a space is searched only with confidence
+    ``>= extra_confidence`` (and fit ``>= min_fit``), up to ``max_targets`` spaces (the engine
+    setting; ``None``: :data:`PLATFORM_MAX_TARGETS`; a request's ``max_targets`` overrides both).
+    ``enabled: false`` makes every routed request 422 ``no_route_target`` / ``router_disabled``.
+    The evidence router reads the top ``evidence_depth`` memories of each channel per space and
+    adds ``keyword_weight`` x (best BM25 / best BM25 over the spaces) to the best cosine.
+    """
+
+    # defaults: the evidence router with the routing experiment's pooled calibration (MiniLM)
+    enabled: bool = True
+    router: str = "evidence"
+    max_targets: int | None = None
+    min_fit: float = 0.394759
+    min_confidence: float = 0.584797
+    extra_confidence: float = 0.0286606
+    temperature: float = 0.0469254
+    keyword_weight: float = 0.1
+    evidence_depth: int = 5
+    model_path: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.router not in ROUTERS:
+            raise ValueError(f"unknown routing.router {self.router!r}; valid: {', '.join(ROUTERS)}")
+        if self.max_targets is not None and (isinstance(self.max_targets, bool) or not isinstance(
+                self.max_targets, int) or self.max_targets < 1):
+            raise ValueError(f"routing.max_targets must be a positive integer or null, got "
+                             f"{self.max_targets!r}")
+        for name in ("min_fit", "min_confidence", "extra_confidence", "temperature",
+                     "keyword_weight"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
+                raise ValueError(f"routing.{name} must be a number, got {value!r}")
+        if self.temperature <= 0:
+            raise ValueError(f"routing.temperature must be > 0, got {self.temperature}")
+        if isinstance(self.evidence_depth, bool) or not isinstance(self.evidence_depth, int) \
+                or self.evidence_depth < 1:
+            raise ValueError(f"routing.evidence_depth must be a positive integer, got "
+                             f"{self.evidence_depth!r}")
+
+
+@dataclass(frozen=True)
 class EngineSpec:
     embed: EmbedSpec = field(default_factory=EmbedSpec)
     channels: ChannelsSpec = field(default_factory=ChannelsSpec)
     fusion: FusionSpec = field(default_factory=FusionSpec)
     dedup: DedupSpec = field(default_factory=DedupSpec)
     context: ContextSpec = field(default_factory=ContextSpec)
-    default_mode: str = "fast"
+    tags: TagFilterSpec = field(default_factory=TagFilterSpec)
+    redact: RedactSpec = field(default_factory=RedactSpec)
+    write: WriteSpec = field(default_factory=WriteSpec)
+    rerank: RerankSpec = field(default_factory=RerankSpec)
+    routing: RoutingSpec = field(default_factory=RoutingSpec)
+    # "accurate" needs a cross-encoder; an engine without one serves requests that omit
+    # ``mode`` in fast mode and records that fallback (see MemoryEngine.default_mode)
+    default_mode: str = "accurate"
     default_limit: int = 10
     max_limit: int = 50
     reserved_tag_prefix: str = "anona:"

@@ -11,6 +11,7 @@ store; a write batch is one transaction.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -18,16 +19,23 @@ from typing import Any
 
 from memory_core import pipeline
 from memory_core.channels.dense import DenseIndex
-from memory_core.config import EngineSpec
+from memory_core.config import PLATFORM_MAX_TARGETS, EngineSpec, RoutingSpec
 from memory_core.dedup import minhash_signature
 from memory_core.embed import Embedder, build_embedder, content_hash
+from memory_core.entities import extract_entities
 from memory_core.errors import ErrorCode, MemoryCoreError, invalid, not_found
+from memory_core.expand import split_subjects
 from memory_core.receipts import build_receipt, new_receipt_id
+from memory_core.redact import Redactor
 from memory_core.request import parse_request
+from memory_core.rerank.cross_encoder import CrossEncoderReranker, Reranker
+from memory_core.routing import (RouteDecision, RouteQuery, RouteReason, Router,
+                                 RouterUnavailable, build_router, decide, thresholds_of)
 from memory_core.store import NewMemory, Store, rowid_of
-from memory_core.times import Clock, format_instant, normalize_instant, system_clock
-from memory_core.types import (Memory, MemoryType, Mode, Receipt, RetrieveResponse, Space,
-                               frozen_map)
+from memory_core.times import (Clock, event_window, format_instant, normalize_instant,
+                               system_clock)
+from memory_core.types import (Memory, MemoryType, Mode, Receipt, RetrieveRequest,
+                               RetrieveResponse, SearchedEntry, Space, frozen_map)
 
 ROLES = ("viewer", "developer", "owner")
 WRITE_FIELDS = ("content", "timestamp", "tags", "user_id", "agent_id", "session_id", "metadata",
@@ -40,31 +48,52 @@ class MemoryEngine:
     """A memory store plus its retrieval pipeline."""
 
     def __init__(self, store: Store, dense: DenseIndex, embedder: Embedder, spec: EngineSpec,
-                 clock: Clock = system_clock):
+                 clock: Clock = system_clock, reranker: Reranker | None = None,
+                 rerank_unavailable: str | None = None, router: Router | None = None):
         self.spec = spec
         self.store = store
         self.embedder = embedder
         self.clock = clock
-        self._components = pipeline.Components(store, dense, embedder, spec)
+        self.reranker = reranker
+        # why accurate mode is unavailable (None when a reranker is present)
+        self.rerank_unavailable = None if reranker is not None else (
+            rerank_unavailable or "no cross-encoder was given to this engine")
+        self.redactor = Redactor.from_spec(spec.redact)  # a bad pattern fails here, at start
+        self._components = pipeline.Components(store, dense, embedder, spec, reranker,
+                                               clock=clock)
+        # route="auto": the injected router, else the one spec.routing names
+        self.router = router if router is not None else build_router(spec.routing, embedder)
 
     # -- lifecycle ----------------------------------------------------------------------------
     @classmethod
     def open(cls, path: str | Path, spec: EngineSpec | None = None,
-             embedder: Embedder | None = None, clock: Clock = system_clock) -> MemoryEngine:
+             embedder: Embedder | None = None, clock: Clock = system_clock,
+             reranker: Reranker | None = None, router: Router | None = None) -> MemoryEngine:
         """Open (or create) a store directory, or an in-memory store for ``":memory:"``.
 
         The vector index is loaded from ``<dir>/vectors`` when its stamp matches SQLite and
-        rebuilt from the stored embeddings otherwise.
+        rebuilt from the stored embeddings otherwise. Accurate mode uses ``reranker`` when
+        given, else the cross-encoder ``spec.rerank`` resolves to (found now, loaded on first
+        use; see :mod:`memory_core.rerank.models`). When none resolves, accurate mode is
+        unavailable: asking for it is a 422 that says why, and requests that omit ``mode`` are
+        served in fast mode with that fallback recorded in the response and the receipt.
         """
         spec = spec or EngineSpec()
         embedder = embedder or build_embedder(spec.embed)
+        unavailable = None
+        if reranker is None:
+            try:
+                reranker = CrossEncoderReranker(spec.rerank)
+            except MemoryCoreError as exc:  # recorded: accurate mode reports it on every use
+                unavailable = exc.message
         if str(path) == ":memory:":
             store, vectors = Store(":memory:"), None
         else:
             root = Path(path)
             root.mkdir(parents=True, exist_ok=True)
             store, vectors = Store(root / "memory.sqlite"), root / "vectors"
-        return cls(store, DenseIndex(store, embedder.dim, vectors), embedder, spec, clock)
+        return cls(store, DenseIndex(store, embedder.dim, vectors), embedder, spec, clock,
+                   reranker, unavailable, router)
 
     def flush(self) -> None:
         """Persist the vector index files (SQLite is always durable)."""
@@ -82,7 +111,8 @@ class MemoryEngine:
 
     @property
     def available_modes(self) -> frozenset[Mode]:
-        return frozenset({Mode.FAST})
+        """Fast always; accurate when the engine has a cross-encoder."""
+        return frozenset({Mode.FAST} if self.reranker is None else {Mode.FAST, Mode.ACCURATE})
 
     # -- spaces -------------------------------------------------------------------------------
     def create_space(self, space_id: str, description: str = "", default: bool = False,
@@ -129,12 +159,20 @@ class MemoryEngine:
         return space
 
     # -- writes -------------------------------------------------------------------------------
-    def write(self, space_id: str, content: str, timestamp: str | None = None,
-              tags: Sequence[str] | None = None, user_id: str | None = None,
-              agent_id: str | None = None, session_id: str | None = None,
-              metadata: Mapping[str, Any] | None = None, document_id: str | None = None,
-              principal: str | None = None) -> str:
-        """Write one fact; returns its memory id."""
+    def write(self, space_id: str | None = None, content: str | None = None,
+              timestamp: str | None = None, tags: Sequence[str] | None = None,
+              user_id: str | None = None, agent_id: str | None = None,
+              session_id: str | None = None, metadata: Mapping[str, Any] | None = None,
+              document_id: str | None = None, principal: str | None = None,
+              route: str | None = None) -> str:
+        """Write one fact; returns its memory id.
+
+        ``route="auto"`` instead of ``space_id`` files it into the space the router finds best
+        among those where ``principal`` is a developer or owner, or into the default space when
+        none fits (see :meth:`_route_write`); ``get_memory(id).space_id`` says where it went.
+        """
+        if route is not None or space_id is None:
+            space_id = self._route_write(space_id, route, content, principal)
         item = {"content": content, "timestamp": timestamp, "tags": tags, "user_id": user_id,
                 "agent_id": agent_id, "session_id": session_id, "metadata": metadata,
                 "document_id": document_id}
@@ -150,20 +188,26 @@ class MemoryEngine:
         checked = [self._check_item(space_id, i, item, now) for i, item in enumerate(items)]
         if not checked:
             return []
-        vectors = self.embedder.embed([c["content"] for c in checked])
+        # a long write becomes several memories that share its passage (WriteSpec)
+        pieces = [(c, i, text) for c in checked
+                  for i, text in enumerate(split_text(c["content"],
+                                                      self.spec.write.split_max_chars))]
+        vectors = self.embedder.embed([text for _, _, text in pieces])
         new = [NewMemory(
-            space_id=space_id, content=c["content"], content_hash=content_hash(c["content"]),
+            space_id=space_id, content=text, content_hash=content_hash(text),
             memory_type=MemoryType.FACT, passage=c["content"], passage_id=None,
-            document_id=c["document_id"], metadata=c["metadata"], entities=(),
-            timestamp=c["timestamp"], recorded_at=now, occurred_start=None, occurred_end=None,
+            document_id=c["document_id"], metadata=c["metadata"],
+            entities=extract_entities(text), timestamp=c["timestamp"], recorded_at=now,
+            **_occurred(text, c["timestamp"]),
             user_id=c["user_id"], agent_id=c["agent_id"], session_id=c["session_id"],
             tags=c["tags"], source_rowids=(), embedding=vec,
-            minhash=minhash_signature(c["content"], self.spec.dedup),
-        ) for c, vec in zip(checked, vectors, strict=True)]
+            minhash=minhash_signature(text, self.spec.dedup), shares_passage=i > 0,
+        ) for (c, i, text), vec in zip(pieces, vectors, strict=True)]
         self._components.dense.prepare(space_id)
         rowids = self.store.insert_batch(new)
         self._components.dense.add(space_id, rowids, vectors)
-        return [f"mem_{r}" for r in rowids]
+        # one id per item: its first memory (the others follow it and share its passage)
+        return [f"mem_{r}" for r, (_, i, _) in zip(rowids, pieces, strict=True) if i == 0]
 
     def observe(self, space_id: str, content: str, source_ids: Sequence[str],
                 tags: Sequence[str] | None = None, principal: str | None = None) -> str:
@@ -194,12 +238,13 @@ class MemoryEngine:
                               "source_ids")
             scope[key] = values.pop() if len(values) == 1 else None
         vec = self.embedder.embed([checked["content"]])
+        note_time = max(m.timestamp for m in sources)
         new = NewMemory(
             space_id=space_id, content=checked["content"],
             content_hash=content_hash(checked["content"]), memory_type=MemoryType.OBSERVATION,
             passage=None, passage_id=sources[0].passage_id, document_id=None, metadata={},
-            entities=(), timestamp=max(m.timestamp for m in sources), recorded_at=now,
-            occurred_start=None, occurred_end=None, tags=checked["tags"],
+            entities=extract_entities(checked["content"]), timestamp=note_time, recorded_at=now,
+            **_occurred(checked["content"], note_time), tags=checked["tags"],
             source_rowids=tuple(dict.fromkeys(m.rowid for m in sources)), embedding=vec[0],
             minhash=minhash_signature(checked["content"], self.spec.dedup), **scope,
         )
@@ -231,7 +276,9 @@ class MemoryEngine:
         metadata = item.get("metadata") or {}
         if not isinstance(metadata, Mapping):
             raise invalid("wrong_type", f"{where}.metadata must be a mapping", "metadata")
-        out: dict[str, Any] = {"content": content.strip(), "tags": tuple(dict.fromkeys(tags)),
+        # redaction first: store, passage, index, entities and blocks see only redacted text
+        out: dict[str, Any] = {"content": self.redactor.apply(content.strip()),
+                               "tags": tuple(dict.fromkeys(tags)),
                                "metadata": dict(metadata)}
         for key in ("user_id", "agent_id", "session_id", "document_id"):
             value = item.get(key)
@@ -259,19 +306,216 @@ class MemoryEngine:
         if overlap:
             raise invalid("duplicate_field", f"given twice: {', '.join(sorted(overlap))}")
         body.update(fields)
-        req = parse_request(body, self.spec, self.available_modes)
-        assert req.space_id is not None
-        self._authorised(req.space_id, req.principal, "viewer")
-        out = pipeline.run(self._components, req, [req.space_id])
+        req = parse_request(body, self.spec, self.available_modes,
+                            {Mode.ACCURATE: self.rerank_unavailable or ""})
+        searched = None
+        if req.route is None:
+            assert req.space_id is not None
+            self._authorised(req.space_id, req.principal, "viewer")
+            out = pipeline.run(self._components, req, [req.space_id])
+        else:
+            out, searched = self._routed_read(req)
+        if body.get("mode") is None and req.mode.value != self.spec.default_mode:
+            out.stages["fallback"] = {"stage": "mode", "requested": self.spec.default_mode,
+                                      "used": req.mode.value,
+                                      "reason": self.rerank_unavailable or "unavailable"}
         receipt_id = None
         if req.receipt:
             receipt_id = new_receipt_id()
             self.store.save_receipt(build_receipt(
-                receipt_id, format_instant(self.clock()), req, out.kept, out.drops, None,
+                receipt_id, format_instant(self.clock()), req, out.kept, out.drops, searched,
                 out.stages))
         return RetrieveResponse(results=list(out.results), context=out.context,
-                                token_estimate=out.token_estimate, searched=None,
-                                receipt_id=receipt_id)
+                                token_estimate=out.token_estimate, searched=searched,
+                                receipt_id=receipt_id, fallback=out.stages.get("fallback"))
+
+    # -- routing ------------------------------------------------------------------------------
+    def configure_routing(self, routing: RoutingSpec | None = None,
+                          router: Router | None = None) -> None:
+        """Swap the routing settings and/or the router (the routing experiment compares routers
+        on one store). A new ``routing`` spec without a ``router`` builds the router it names."""
+        if routing is not None:
+            self.spec = dataclasses.replace(self.spec, routing=routing)
+            self._components = dataclasses.replace(self._components, spec=self.spec)
+        if router is not None:
+            self.router = router
+        elif routing is not None:
+            self.router = build_router(self.spec.routing, self.embedder)
+
+    def eligible_spaces(self, principal: str | None = None, need: str = "viewer") -> list[Space]:
+        """The spaces a routed request may consider: every non-default space where ``principal``
+        (default: the store's owner) holds at least role ``need``."""
+        who = principal if principal is not None else self.spec.owner
+        return [s for s in self.store.list_spaces() if not s.default
+                and (role := s.members.get(who)) is not None
+                and ROLES.index(role) >= ROLES.index(need)]
+
+    def route(self, query: str, principal: str | None = None, max_targets: int | None = None,
+              router: Router | None = None) -> RouteDecision:
+        """A dry run of routing: which spaces a routed read of ``query`` would search (nothing
+        is searched). ``router`` overrides the engine's. Raises 422 ``no_route_target`` when the
+        router cannot name a target (reasons as for a routed read without a fallback)."""
+        body = {"query": query, "route": "auto", "principal": principal,
+                "max_targets": max_targets}
+        req = parse_request({k: v for k, v in body.items() if v is not None}, self.spec,
+                            self.available_modes)
+        decision, failure, why, _ = self._decide(req, "viewer", router or self.router)
+        if failure is not None:
+            raise MemoryCoreError(ErrorCode.NO_ROUTE_TARGET, failure.value, why, "route")
+        assert decision is not None
+        return decision
+
+    def _max_targets(self, requested: int | None) -> tuple[int, str]:
+        """``max_targets``: the request's, else the engine setting, else the platform default."""
+        if requested is not None:
+            return requested, "request"
+        if self.spec.routing.max_targets is not None:
+            return self.spec.routing.max_targets, "engine"
+        return PLATFORM_MAX_TARGETS, "platform"
+
+    def _decide(self, req: RetrieveRequest, need: str, router: Router
+                ) -> tuple[RouteDecision | None, RouteReason | None, str, dict[str, Any]]:
+        """Score the eligible spaces and decide; returns (decision, failure reason, message,
+        record). A failure (no decision) is ``router_disabled``, ``no_candidates``,
+        ``model_unavailable`` or ``answer_outside_candidates``; the record is what the receipt
+        keeps under ``stages["routing"]``."""
+        spec = self.spec.routing
+        limit, source = self._max_targets(req.max_targets)
+        record: dict[str, Any] = {"router": router.name, "max_targets": limit,
+                                  "max_targets_from": source,
+                                  "thresholds": thresholds_of(spec).to_dict()}
+        if not spec.enabled:
+            return None, RouteReason.ROUTER_DISABLED, \
+                "routing is disabled in this engine's config (routing.enabled=false)", record
+        spaces = self.eligible_spaces(req.principal, need)
+        record["eligible"] = [s.space_id for s in spaces]
+        if not spaces:
+            who = req.principal if req.principal is not None else self.spec.owner
+            return None, RouteReason.NO_CANDIDATES, (
+                f"no space other than the default one where {who!r} is {need} or above"), record
+        vec = self.embedder.embed([req.query])[0]
+        probe_failed: dict[str, str] = {}
+        query = RouteQuery(req.query, vec, pipeline.evidence_probe(
+            self._components, req, vec, spec.evidence_depth, probe_failed))
+        try:
+            scores = router.score(query, spaces)
+        except RouterUnavailable as exc:
+            return None, RouteReason.MODEL_UNAVAILABLE, str(exc), record
+        finally:
+            if probe_failed:
+                record["probe_failed"] = dict(probe_failed)
+        outside = sorted({s.space_id for s in scores} - set(record["eligible"]))
+        if outside:
+            record["outside"] = outside
+            return None, RouteReason.ANSWER_OUTSIDE_CANDIDATES, (
+                f"router {router.name!r} named space(s) it was not offered: "
+                f"{', '.join(outside)}"), record
+        decision = decide(router.name, scores, thresholds_of(spec), limit)
+        record.update(decision.to_dict())
+        return decision, None, "", record
+
+    def _routed_read(self, req: RetrieveRequest
+                     ) -> tuple[pipeline.PipelineOutput, list[SearchedEntry]]:
+        """Route, then search the chosen spaces as one ranking (see DESIGN.md, Routing)."""
+        fallback = None if req.fallback_space_id is None else \
+            self._authorised(req.fallback_space_id, req.principal, "viewer")
+        decision, failure, why, record = self._decide(req, "viewer", self.router)
+        if decision is not None and req.expand_query:
+            decision = self._widen_by_subjects(req, decision, record)
+        reason = failure if failure is not None else (
+            decision.reason if decision is not None and decision.abstained else None)
+        if failure is not None:
+            record.update({"reason": failure.value, "message": why})
+        if reason is not None and fallback is not None:
+            record["fallback"] = fallback.space_id
+            out = pipeline.run(self._components, req, [fallback.space_id])
+            out.stages["routing"] = record
+            return out, [SearchedEntry(fallback.space_id, None, reason.value, "fallback")]
+        if failure is not None:
+            raise MemoryCoreError(ErrorCode.NO_ROUTE_TARGET, failure.value, why, "route")
+        assert decision is not None
+        if reason is not None:  # abstention: a normal, empty response
+            empty = "" if req.format == "block" else None
+            out = pipeline.PipelineOutput([], (), (), empty, None if empty is None else 0,
+                                          {"mode": req.mode.value, "routing": record})
+            top = decision.top
+            return out, [SearchedEntry(None, None if top is None else top.confidence,
+                                       reason.value)]
+        out = pipeline.run(self._components, req, [c.space_id for c in decision.chosen],
+                           isolate_failures=True)
+        out.stages["routing"] = record
+        return out, [SearchedEntry(c.space_id, c.confidence,
+                                   RouteReason.SEARCH_FAILED.value if c.space_id in out.failed
+                                   else None) for c in decision.chosen]
+
+    def _widen_by_subjects(self, req: RetrieveRequest, decision: RouteDecision,
+                           record: dict[str, Any]) -> RouteDecision:
+        """``expand_query`` on a routed read: each subject is routed too, and the spaces it
+        picks join the whole question's (whole question's first, then by confidence), up to
+        ``max_targets``, then listed best first by confidence; the read abstains only if the
+        question and every subject abstain. A single-subject question is routed exactly as
+        without the flag."""
+        subjects = split_subjects(req.query)
+        if not subjects:
+            return decision
+        picks: list[Any] = []
+        record["subjects"] = []
+        for subject in subjects:
+            sub, _, _, _ = self._decide(dataclasses.replace(req, query=subject), "viewer",
+                                        self.router)
+            assert sub is not None  # the eligible set and router are the question's
+            record["subjects"].append({"subject": subject,
+                                       "chosen": [c.space_id for c in sub.chosen],
+                                       "reason": None if sub.reason is None else sub.reason.value})
+            picks.extend(sub.chosen)
+        chosen = list(decision.chosen)
+        for pick in sorted(picks, key=lambda c: -c.confidence):
+            if len(chosen) < decision.max_targets and pick.space_id not in {
+                    c.space_id for c in chosen}:
+                chosen.append(pick)
+        if len(chosen) == len(decision.chosen):
+            return decision
+        chosen.sort(key=lambda c: (-c.confidence, c.space_id))
+        widened = dataclasses.replace(decision, chosen=tuple(chosen), reason=None)
+        record.update({"chosen": [c.space_id for c in chosen], "reason": None,
+                       "widened_by_subjects": True})
+        return widened
+
+    def _route_write(self, space_id: str | None, route: str | None, content: Any,
+                     principal: str | None) -> str:
+        """The space a ``write(route="auto", ...)`` files into: the router's best space among
+        those where ``principal`` is developer or owner (``max_targets`` 1, the configured
+        thresholds), else the default space (``principal`` must be developer there). A router
+        that cannot work (``router_disabled``, ``model_unavailable``,
+        ``answer_outside_candidates``) is 422 ``no_route_target``, as is "nothing fits" in a
+        store without a default space the principal may write to."""
+        if space_id is not None and route is not None:
+            raise MemoryCoreError(ErrorCode.ROUTE_CONFLICT, "both",
+                                  "give exactly one of space_id and route, not both", "route")
+        if space_id is None and route is None:
+            raise MemoryCoreError(ErrorCode.ROUTE_CONFLICT, "neither",
+                                  "give exactly one of space_id and route", "space_id")
+        if route != "auto":
+            raise invalid("invalid_choice", f"route must be 'auto'; got {route!r}", "route")
+        if not isinstance(content, str) or not content.strip():
+            raise invalid("empty_content", "content must be a non-empty string", "content")
+        req = RetrieveRequest(query=self.redactor.apply(content.strip()), route="auto",
+                              max_targets=1, principal=principal)
+        decision, failure, why, _ = self._decide(req, "developer", self.router)
+        if failure not in (None, RouteReason.NO_CANDIDATES):
+            raise MemoryCoreError(ErrorCode.NO_ROUTE_TARGET, failure.value, why, "route")
+        if decision is not None and decision.chosen:
+            return decision.chosen[0].space_id
+        reason = failure or (decision.reason if decision is not None else None)
+        default = next((s for s in self.store.list_spaces() if s.default), None)
+        who = principal if principal is not None else self.spec.owner
+        role = None if default is None else default.members.get(who)
+        if default is None or role is None or ROLES.index(role) < ROLES.index("developer"):
+            raise MemoryCoreError(
+                ErrorCode.NO_ROUTE_TARGET, reason.value if reason else "no_candidates",
+                f"no space fits this write and there is no default space {who!r} may write to"
+                + (f" ({why})" if why else ""), "route")
+        return default.space_id
 
     def get_context(self, request: Mapping[str, Any] | None = None, /, **fields: Any) -> str:
         """The block text only (``format="block"``); takes any request field."""
@@ -293,4 +537,46 @@ class MemoryEngine:
 
     def model_identity(self) -> dict[str, Any]:
         """Models in use, for reports (path or id plus a weights hash)."""
-        return {"embedder": self.embedder.identity()}
+        reranker = (self.reranker.identity() if self.reranker is not None
+                    else {"unavailable": self.rerank_unavailable})
+        return {"embedder": self.embedder.identity(), "reranker": reranker}
+
+
+def _occurred(text: str, timestamp: str) -> dict[str, str | None]:
+    """``occurred_start/end`` from the dates the text names (relative ones read against the
+    memory's timestamp); both None when it names none."""
+    start, end = event_window(text, timestamp)
+    return {"occurred_start": start, "occurred_end": end}
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+def split_text(text: str, max_chars: int | None) -> list[str]:
+    """``text`` cut into pieces of at most ``max_chars`` characters: whole sentences packed
+    greedily, a longer sentence cut at spaces, a longer word cut hard (``None``: one piece).
+
+    Example:
+        >>> split_text("One two. Three four five. Six.", 16)
+        ['One two.', 'Three four five.', 'Six.']
+    """
+    if max_chars is None or len(text) <= max_chars:
+        return [text]
+    if max_chars < 1:
+        raise ValueError(f"split_max_chars must be >= 1, got {max_chars}")
+    units: list[str] = []
+    for sentence in _SENTENCE_END.split(text):
+        while len(sentence) > max_chars:
+            cut = sentence.rfind(" ", 0, max_chars + 1)
+            cut = cut if cut > 0 else max_chars
+            units.append(sentence[:cut].strip())
+            sentence = sentence[cut:].strip()
+        if sentence:
+            units.append(sentence)
+    pieces: list[str] = []
+    for unit in units:
+        if pieces and len(pieces[-1]) + 1 + len(unit) <= max_chars:
+            pieces[-1] = f"{pieces[-1]} {unit}"
+        else:
+            pieces.append(unit)
+    return [p for p in pieces if p]

@@ -1,31 +1,53 @@
 """The only module that knows the stage order of one retrieve.
 
-    filters -> channels (dense, keyword) per space -> fusion -> dedup -> prefer_observations
-    -> score (fast: by position) -> min_score -> limit -> results -> block budget
+    filters (compiled per space) -> channels (dense, keyword, temporal) per space -> fusion
+    -> graph expansion from the top fused hits (skipped under as_of) -> fusion again
+    -> dedup -> prefer_observations
+    -> score (fast: by position; accurate: cross-encoder over the top rerank.pool)
+    -> min_score -> limit -> results -> block budget
 
 Each arrow returns a new immutable :class:`Ranked`; each cut appends drops.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from memory_core import context as blocks
-from memory_core.channels import keyword
+from memory_core import times
+from memory_core.channels import graph, keyword, temporal
 from memory_core.channels.dense import DenseIndex
 from memory_core.config import EngineSpec
 from memory_core.dedup import collapse_duplicates, prefer_observations
 from memory_core.embed import Embedder
-from memory_core.filters.scope import scope_filter
+from memory_core.errors import MemoryCoreError, invalid
+from memory_core.expand import split_subjects
+from memory_core.filters.compile import compile_filter
+from memory_core.fusion import fuse
 from memory_core.fusion.rrf import rrf
 from memory_core.receipts import budget_drops, cut_limit, cut_min_score
+from memory_core.rerank.cross_encoder import Reranker, rerank_pool
 from memory_core.rerank.identity import score_by_rank
+from memory_core.routing.base import SpaceEvidence
 from memory_core.store import SqlFilter, Store, memory_id_of, rowid_of
 from memory_core.types import (Candidate, Drop, Memory, MemoryType, Mode, Ranked, Result,
-                               RetrieveRequest)
+                               RetrieveRequest, frozen_map)
+
+log = logging.getLogger(__name__)
+
+
+class SearchFailed(RuntimeError):
+    """Every searched space failed (routed reads): ``failures`` maps space id -> error text."""
+
+    def __init__(self, failures: dict[str, str]):
+        self.failures = dict(failures)
+        super().__init__("every searched space failed: " + "; ".join(
+            f"{s}: {e}" for s, e in self.failures.items()))
 
 
 @dataclass(frozen=True)
@@ -36,6 +58,8 @@ class Components:
     dense: DenseIndex
     embedder: Embedder
     spec: EngineSpec
+    reranker: Reranker | None = None  # accurate mode's cross-encoder (None: fast only)
+    clock: times.Clock = times.system_clock  # "now" when a request has no query_timestamp
 
 
 @dataclass(frozen=True)
@@ -46,11 +70,16 @@ class PipelineOutput:
     context: str | None
     token_estimate: int | None
     stages: dict[str, Any] = field(default_factory=dict)
+    failed: dict[str, str] = field(default_factory=dict)  # space id -> error (isolate_failures)
 
 
 def candidates_for_space(comp: Components, request: RetrieveRequest, space_id: str,
-                         query_vec, flt: SqlFilter, stages: dict[str, Any]) -> list[Candidate]:
-    """Channels over one space's eligible memories, fused by RRF (union of all channels)."""
+                         query_vec, flt: SqlFilter, stages: dict[str, Any],
+                         window: times.Window | None = None,
+                         channel_lists: list[list[Candidate]] | None = None) -> list[Candidate]:
+    """Channels over one space's eligible memories, fused (``fusion.method``: RRF or a
+    weighted sum of normalised scores) over the union of all channels. ``channel_lists``, when
+    given, receives each channel's own list (for the cross-space ranking of routed reads)."""
     spec = comp.spec
     lists: list[list[Candidate]] = []
     counts: dict[str, int] = {}
@@ -62,21 +91,142 @@ def candidates_for_space(comp: Components, request: RetrieveRequest, space_id: s
         kw = keyword.search(comp.store, space_id, request.query, flt, spec.channels.keyword_pool)
         lists.append(kw)
         counts["keyword"] = len(kw)
-    fused = rrf(lists, k=spec.fusion.rrf_k)
+    if spec.channels.temporal and window is not None:
+        tl = temporal.search(comp.dense, space_id, query_vec, flt, window,
+                             spec.channels.temporal_pool)
+        lists.append(tl)
+        counts["temporal"] = len(tl)
+    fused = fuse(lists, spec.fusion)  # fusion.method: rrf | weighted
+    if spec.channels.graph and request.as_of is None and fused:
+        # expansion from the top fused hits, within the same eligible filter
+        gl = graph.expand(comp.store, space_id, fused[:spec.channels.graph_seeds], flt,
+                          spec.channels.graph_depth, spec.channels.graph_pool,
+                          spec.channels.graph_max_share, spec.channels.graph_hub_floor,
+                          spec.channels.graph_rank_offset)
+        counts["graph"] = len(gl)
+        if gl:
+            lists.append(gl)
+            fused = fuse(lists, spec.fusion)
     stages.setdefault("channels", {})[space_id] = {**counts, "fused": len(fused)}
+    if spec.channels.graph and request.as_of is not None:
+        stages["channels"][space_id]["graph_skipped"] = "as_of"
+    if channel_lists is not None:
+        channel_lists.extend(lists)
     return fused
 
 
-def run(comp: Components, request: RetrieveRequest, space_ids: Sequence[str]) -> PipelineOutput:
-    """One retrieve over the given (already authorised) spaces."""
+def merge_across_spaces(lists: Sequence[Sequence[Candidate]]) -> list[list[Candidate]]:
+    """Each channel's lists from several spaces merged into one list per channel, by score.
+
+    A channel's score is a property of (query, memory), whatever space holds the memory: a
+    cosine (dense, temporal), BM25 with FTS5's table-wide statistics (keyword), a summed entity
+    IDF (graph; IDF per space, same scale). Sorting the union by that score (ties: the better
+    per-space rank, then memory id) ranks several spaces' memories as one collection, so fusing
+    the merged lists is a ranking across spaces, not a concatenation.
+
+    Example:
+        >>> from memory_core.types import Candidate, Channel
+        >>> a = [Candidate("m1", 0.4, 1, Channel.DENSE, space_id="a")]
+        >>> b = [Candidate("m2", 0.9, 1, Channel.DENSE, space_id="b")]
+        >>> [(c.memory_id, c.rank) for c in merge_across_spaces([a, b])[0]]
+        [('m2', 1), ('m1', 2)]
+    """
+    by_channel: dict[str, list[Candidate]] = {}
+    for lst in lists:
+        for c in lst:
+            by_channel.setdefault(c.channel.value, []).append(c)
+    merged = []
+    for name, cands in by_channel.items():
+        order = sorted(cands, key=lambda c: (-c.score, c.rank, c.memory_id))
+        merged.append([Candidate(c.memory_id, c.score, i + 1, c.channel, frozen_map({name: i + 1}),
+                                 c.space_id) for i, c in enumerate(order)])
+    return merged
+
+
+def _pool(comp: Components, request: RetrieveRequest, space_ids: Sequence[str], query_vec,
+          filters: dict[str, SqlFilter], window: times.Window | None, stages: dict[str, Any],
+          failed: dict[str, str], isolate: bool) -> list[Candidate]:
+    """One query's fused candidates over the spaces: one space's own fused list, or for several
+    spaces each channel merged across them (:func:`merge_across_spaces`) and fused once.
+    With ``isolate`` a space whose search raises (other than a ``MemoryCoreError``) is recorded
+    in ``failed`` and left out; without it the error propagates."""
+    live = [s for s in space_ids if s not in failed]
+    if len(live) == 1 and not isolate:
+        return candidates_for_space(comp, request, live[0], query_vec, filters[live[0]], stages,
+                                    window)
+    lists: list[list[Candidate]] = []
+    fused_by_space: dict[str, list[Candidate]] = {}
+    for space_id in live:
+        try:
+            fused_by_space[space_id] = candidates_for_space(
+                comp, request, space_id, query_vec, filters[space_id], stages, window, lists)
+        except MemoryCoreError:
+            raise
+        except Exception as exc:  # recorded per space: the caller reports it as search_failed
+            if not isolate:
+                raise
+            failed[space_id] = f"{type(exc).__name__}: {exc}"
+            log.warning("search of space %r failed: %s", space_id, failed[space_id])
+    if len(fused_by_space) == 1:
+        return next(iter(fused_by_space.values()))
+    return fuse(merge_across_spaces(lists), comp.spec.fusion) if lists else []
+
+
+def run(comp: Components, request: RetrieveRequest, space_ids: Sequence[str], *,
+        isolate_failures: bool = False) -> PipelineOutput:
+    """One retrieve over the given (already authorised) spaces.
+
+    Several spaces (a routed read) are ranked as one collection (:func:`merge_across_spaces`).
+    With ``isolate_failures`` a space whose search raises is left out and named in
+    ``PipelineOutput.failed`` (a ``MemoryCoreError`` still raises); when every space fails,
+    :class:`SearchFailed`. With ``request.expand_query`` and a question of two or more subjects
+    (:func:`memory_core.expand.split_subjects`), the whole question and each subject are
+    retrieved on their own and their fused lists combined by RRF (``fusion.rrf_k``; summed
+    reciprocal ranks beat the best single rank in the expand experiment) into one list that goes
+    through the same dedup, scoring, ``limit`` and budget; ``stages["expansion"]`` records the
+    subjects and what each contributed. A single-subject question is retrieved exactly as
+    without the flag.
+    """
     t0 = time.perf_counter()
     stages: dict[str, Any] = {"mode": request.mode.value}
-    flt = scope_filter(request)
-    query_vec = comp.embedder.embed([request.query])[0]
+    subjects = split_subjects(request.query) if request.expand_query else ()
+    vectors = comp.embedder.embed([request.query, *subjects])
+    query_vec = vectors[0]
+    # query_timestamp moves "now" for the query's relative dates; it removes nothing
+    now = (times.parse_instant(request.query_timestamp, "query_timestamp")
+           if request.query_timestamp else comp.clock())
+    window = times.text_window(request.query, now) if comp.spec.channels.temporal else None
+    stages["time"] = {"now": times.format_instant(now),
+                      "query_window": None if window is None else list(window.as_text())}
 
-    pooled: list[Candidate] = []
+    filters: dict[str, SqlFilter] = {}
+    failed: dict[str, str] = {}
     for space_id in space_ids:
-        pooled.extend(candidates_for_space(comp, request, space_id, query_vec, flt, stages))
+        trace: dict[str, Any] = {}
+        try:
+            filters[space_id] = compile_filter(request, comp.store, space_id, comp.spec, trace)
+        except MemoryCoreError:
+            raise
+        except Exception as exc:  # recorded per space like a failed search
+            if not isolate_failures:
+                raise
+            failed[space_id] = f"{type(exc).__name__}: {exc}"
+            log.warning("filter of space %r failed: %s", space_id, failed[space_id])
+        if trace:
+            stages.setdefault("filters", {})[space_id] = trace
+    pooled = _pool(comp, request, space_ids, query_vec, filters, window, stages, failed,
+                   isolate_failures)
+    found = [pooled]  # the whole question's list, then each subject's
+    for subject, vec in zip(subjects, vectors[1:], strict=True):
+        sub_window = times.text_window(subject, now) if comp.spec.channels.temporal else None
+        found.append(_pool(comp, dataclasses.replace(request, query=subject), space_ids, vec,
+                           filters, sub_window, {}, failed, isolate_failures))
+    if isolate_failures and space_ids and set(failed) >= set(space_ids):
+        raise SearchFailed(failed)
+    if failed:
+        stages["failed_spaces"] = dict(failed)
+    if subjects:
+        pooled = rrf(found, k=comp.spec.fusion.rrf_k)
     ranked = Ranked(tuple(pooled)).reranked(pooled)
 
     rows = [rowid_of(c.memory_id) for c in ranked.candidates]
@@ -85,10 +235,14 @@ def run(comp: Components, request: RetrieveRequest, space_ids: Sequence[str]) ->
 
     wants_notes = request.memory_types is None or MemoryType.OBSERVATION in request.memory_types
     if request.prefer_observations and wants_notes:
-        ranked = prefer_observations(ranked, lambda ids: _notes_of(comp.store, ids, flt))
+        space_of = {c.memory_id: c.space_id for c in ranked.candidates}
+        ranked = prefer_observations(
+            ranked, lambda ids: _notes_of(comp.store, ids, space_of, filters))
 
     if request.mode is Mode.FAST:
         ranked = score_by_rank(ranked, request.limit)
+    else:
+        ranked = _rerank(comp, request, ranked, stages)
     ranked = cut_min_score(ranked, request.min_score)
     ranked = cut_limit(ranked, request.limit)
 
@@ -113,15 +267,72 @@ def run(comp: Components, request: RetrieveRequest, space_ids: Sequence[str]) ->
             results = fitted
         context = blocks.render_block(results, request.block_order)
         token_estimate = blocks.estimate_tokens(context, cpt)
+    if request.expand_query:
+        stages["expansion"] = _expansion_record(subjects, found, kept)
     stages["elapsed_ms"] = round((time.perf_counter() - t0) * 1000, 3)
-    return PipelineOutput(results, kept, drops, context, token_estimate, stages)
+    return PipelineOutput(results, kept, drops, context, token_estimate, stages, failed)
 
 
-def _notes_of(store: Store, fact_ids: list[str], flt: SqlFilter) -> dict[str, list[str]]:
-    rows = [r for r in (rowid_of(m) for m in fact_ids) if r is not None]
-    notes_flt = flt.and_(SqlFilter("m.memory_type = ?", (MemoryType.OBSERVATION.value,)))
-    return {memory_id_of(f): [memory_id_of(n) for n in ns]
-            for f, ns in store.notes_of(rows, notes_flt).items()}
+def _expansion_record(subjects: Sequence[str], found: Sequence[Sequence[Candidate]],
+                      kept: Sequence[Candidate]) -> dict[str, Any]:
+    """What each subject contributed: how many candidates its own retrieval found, which
+    returned memories it found, and which of those the whole question did not find
+    (``found[0]`` is the whole question's list, ``found[i]`` subject ``i``'s)."""
+    if not subjects:
+        return {"applied": False, "subjects": []}
+    whole = {c.memory_id for c in found[0]}
+    returned = [c.memory_id for c in kept]
+    record: dict[str, Any] = {
+        "applied": True, "subjects": list(subjects),
+        "whole_question": {"found": len(whole), "in_results": [m for m in returned if m in whole]},
+        "contributions": []}
+    for subject, cands in zip(subjects, found[1:], strict=True):
+        ids = {c.memory_id for c in cands}
+        record["contributions"].append({
+            "subject": subject, "found": len(ids), "in_results": [m for m in returned if m in ids],
+            "only_this": [m for m in returned if m in ids and m not in whole]})
+    return record
+
+
+def evidence_probe(comp: Components, request: RetrieveRequest, query_vec, depth: int,
+                   failures: dict[str, str] | None = None) -> Callable[[str], SpaceEvidence]:
+    """``probe(space_id)``: the top ``depth`` dense cosines and BM25 scores of the space's
+    memories that pass the request's filters (what the evidence router weighs).
+
+    A space whose probe raises (other than a ``MemoryCoreError``) gives empty evidence and is
+    recorded in ``failures`` (the engine puts it in the receipt), so one broken space cannot
+    stop the routing of a request.
+    """
+
+    def probe(space_id: str) -> SpaceEvidence:
+        try:
+            flt = compile_filter(request, comp.store, space_id, comp.spec, {})
+            dense = comp.dense.search(space_id, query_vec, flt, depth)
+            kw = keyword.search(comp.store, space_id, request.query, flt, depth)
+        except MemoryCoreError:
+            raise
+        except Exception as exc:  # recorded per space, see the docstring
+            if failures is None:
+                raise
+            failures[space_id] = f"{type(exc).__name__}: {exc}"
+            log.warning("routing probe of space %r failed: %s", space_id, failures[space_id])
+            return SpaceEvidence()
+        return SpaceEvidence(tuple(c.score for c in dense), tuple(c.score for c in kw))
+
+    return probe
+
+
+def _notes_of(store: Store, fact_ids: list[str], space_of: dict[str, str | None],
+              filters: dict[str, SqlFilter]) -> dict[str, list[str]]:
+    """Eligible notes of each fact, under the filter of the fact's space."""
+    out: dict[str, list[str]] = {}
+    for space_id, flt in filters.items():
+        rows = [r for m in fact_ids if space_of.get(m) == space_id
+                and (r := rowid_of(m)) is not None]
+        notes_flt = flt.and_(SqlFilter("m.memory_type = ?", (MemoryType.OBSERVATION.value,)))
+        out.update({memory_id_of(f): [memory_id_of(n) for n in ns]
+                    for f, ns in store.notes_of(rows, notes_flt).items()})
+    return out
 
 
 def _sources(store: Store, request: RetrieveRequest, ordered: list[Memory],
@@ -155,3 +366,37 @@ def _result(m: Memory, score: float, sources: dict[int, str]) -> Result:
         occurred_start=m.occurred_start, occurred_end=m.occurred_end, user_id=m.user_id,
         agent_id=m.agent_id, session_id=m.session_id,
     )
+
+
+def _rerank(comp: Components, request: RetrieveRequest, ranked: Ranked,
+            stages: dict[str, Any]) -> Ranked:
+    """Accurate mode: cross-encoder scores for the top ``rerank.pool`` candidates, mapped back
+    by memory id (see :mod:`memory_core.rerank.cross_encoder`).
+
+    Any failure of the reranker (loading, scoring, a malformed score list) is either a 422
+    ``reranker_failed`` (``rerank.on_failure: error``) or, with ``fallback``, fast-mode position
+    scores plus ``stages["fallback"]``, which the receipt and the response carry. Never silent.
+    """
+    spec = comp.spec.rerank
+    pooled = ranked.candidates[:spec.pool]
+    memories = comp.store.get_memories(rowid_of(c.memory_id) for c in pooled)
+    texts = {c.memory_id: memories[rowid_of(c.memory_id)].content for c in pooled}
+    t0 = time.perf_counter()
+    try:
+        if comp.reranker is None:
+            raise RuntimeError("this engine has no cross-encoder")
+        out = rerank_pool(ranked, request.query, texts, comp.reranker, spec.pool)
+    except Exception as exc:  # any reranker failure: raised as 422 or recorded as a fallback
+        reason = f"{type(exc).__name__}: {exc}"
+        if spec.on_failure == "error":
+            raise invalid("reranker_failed", f"the cross-encoder failed ({reason}); set "
+                          "rerank.on_failure=fallback to serve fast-mode scores instead",
+                          "mode") from exc
+        stages["rerank"] = {"status": "fallback", "pool": spec.pool, "scored": 0}
+        stages["fallback"] = {"stage": "rerank", "requested": Mode.ACCURATE.value,
+                              "used": Mode.FAST.value, "reason": reason}
+        return score_by_rank(ranked, request.limit)
+    stages["rerank"] = {"status": "ok", "pool": spec.pool, "scored": len(pooled),
+                        "beyond_pool": len(ranked.candidates) - len(pooled),
+                        "ms": round((time.perf_counter() - t0) * 1000, 3)}
+    return out

@@ -12,7 +12,8 @@ from typing import Any
 
 from memory_core.config import EngineSpec
 from memory_core.errors import ErrorCode, MemoryCoreError, invalid
-from memory_core.times import normalize_instant
+from memory_core.filters.tag_groups import check_flat_tags, parse_groups, to_plain
+from memory_core.times import check_order, normalize_instant
 from memory_core.types import BlockOrder, MemoryType, Mode, RetrieveRequest
 
 FIELDS = (
@@ -24,19 +25,11 @@ FIELDS = (
 )
 
 # Request fields whose behaviour has not been built yet: rejected loudly, never ignored.
-NOT_YET = {
-    "route": "routing across spaces",
-    "max_targets": "routing across spaces",
-    "fallback_space_id": "routing across spaces",
-    "expand_query": "query expansion",
-    "tags": "tag filters",
-    "tags_match": "tag filters",
-    "tag_groups": "tag filters",
-    "as_of": "time filters",
-    "query_timestamp": "time filters",
-    "occurred_after": "time filters",
-    "occurred_before": "time filters",
-}
+NOT_YET: dict[str, str] = {}
+
+ROUTES = ("auto",)  # the only route there is: the engine's configured router
+ROUTE_ONLY = ("max_targets", "fallback_space_id")  # meaningless on an addressed read
+MAX_TARGETS_CAP = 50
 
 TAGS_MATCH = ("any", "all", "any_strict", "all_strict")
 
@@ -83,8 +76,14 @@ def _choice(body: Mapping[str, Any], name: str, default: str, choices: tuple[str
 
 
 def parse_request(body: Mapping[str, Any], spec: EngineSpec = EngineSpec(),
-                  available_modes: frozenset[Mode] = frozenset({Mode.FAST})) -> RetrieveRequest:
-    """Validate ``body`` and build the request. Raises :class:`MemoryCoreError` (422)."""
+                  available_modes: frozenset[Mode] = frozenset({Mode.FAST}),
+                  unavailable: Mapping[Mode, str] | None = None) -> RetrieveRequest:
+    """Validate ``body`` and build the request. Raises :class:`MemoryCoreError` (422).
+
+    An explicit ``mode`` the engine cannot serve is 422 ``mode_unavailable`` (with the reason
+    from ``unavailable`` when given). A request that omits ``mode`` gets ``spec.default_mode``,
+    or fast mode when the default is unavailable; the engine records that fallback.
+    """
     if not isinstance(body, Mapping):
         raise invalid("wrong_type", "a request must be a mapping of fields")
     unknown = sorted(set(body) - set(FIELDS))
@@ -102,9 +101,20 @@ def parse_request(body: Mapping[str, Any], spec: EngineSpec = EngineSpec(),
         raise invalid("empty_query", "query must not be empty", "query")
 
     space_id = _str(body, "space_id")
-    if space_id is None:
+    route = body.get("route")
+    if space_id is not None and route is not None:
+        raise MemoryCoreError(ErrorCode.ROUTE_CONFLICT, "both",
+                              "give exactly one of space_id and route, not both", "route")
+    if space_id is None and route is None:
         raise MemoryCoreError(ErrorCode.ROUTE_CONFLICT, "neither",
                               "give exactly one of space_id and route", "space_id")
+    if route is not None and route not in ROUTES:
+        raise invalid("invalid_choice", f"route must be one of {', '.join(ROUTES)}; got "
+                      f"{route!r}", "route")
+    for name in ROUTE_ONLY:
+        if route is None and body.get(name) is not None:
+            raise invalid("requires_route", f"{name} applies to routed reads only "
+                          "(route='auto'), not to an addressed read", name)
 
     min_score = body.get("min_score")
     if min_score is not None:
@@ -114,9 +124,13 @@ def parse_request(body: Mapping[str, Any], spec: EngineSpec = EngineSpec(),
         min_score = float(min_score)
 
     mode = Mode(_choice(body, "mode", spec.default_mode, tuple(m.value for m in Mode)))
+    if mode not in available_modes and body.get("mode") is None and Mode.FAST in available_modes:
+        mode = Mode.FAST  # the configured default cannot be served: recorded by the engine
     if mode not in available_modes:
+        why = (unavailable or {}).get(mode)
         raise invalid("mode_unavailable", f"mode={mode.value!r} is not available in this engine "
-                      f"(available: {', '.join(sorted(m.value for m in available_modes))})", "mode")
+                      f"(available: {', '.join(sorted(m.value for m in available_modes))})"
+                      + (f": {why}" if why else ""), "mode")
 
     fmt = body.get("format")
     if fmt is not None and fmt != "block":
@@ -130,13 +144,25 @@ def parse_request(body: Mapping[str, Any], spec: EngineSpec = EngineSpec(),
                           "'fact' / 'observation'", "memory_types")
         memory_types = tuple(MemoryType(t) for t in dict.fromkeys(memory_types))
 
-    for name in ("as_of", "query_timestamp", "occurred_after", "occurred_before"):
-        if body.get(name) is not None:
-            normalize_instant(body[name], name)
+    # time: canonical instants; an inverted event window is 422 before any search
+    instants = {name: None if body.get(name) is None else normalize_instant(body[name], name)
+                for name in ("as_of", "query_timestamp", "occurred_after", "occurred_before")}
+    check_order(instants["occurred_after"], instants["occurred_before"], "occurred_after",
+                "occurred_before")
+
+    # tags: limits are 422 naming the limit; reserved tags are 422 reserved_tag
+    tags_match = _choice(body, "tags_match", "any", TAGS_MATCH)
+    tags = None if body.get("tags") is None else check_flat_tags(
+        body["tags"], spec.tags, spec.reserved_tag_prefix)
+    tag_groups = None if body.get("tag_groups") is None else tuple(to_plain(parse_groups(
+        body["tag_groups"], spec.tags, spec.reserved_tag_prefix)))
 
     return RetrieveRequest(
         query=query.strip(),
         space_id=space_id,
+        route=route,
+        max_targets=_int(body, "max_targets", None, 1, MAX_TARGETS_CAP),
+        fallback_space_id=_str(body, "fallback_space_id"),
         limit=_int(body, "limit", spec.default_limit, 1, spec.max_limit),  # type: ignore[arg-type]
         min_score=min_score,
         mode=mode,
@@ -149,7 +175,13 @@ def parse_request(body: Mapping[str, Any], spec: EngineSpec = EngineSpec(),
         include_source=_bool(body, "include_source", False),
         source_max_tokens=_int(body, "source_max_tokens", None, 1, None),
         memory_types=memory_types,
-        tags_match=_choice(body, "tags_match", "any", TAGS_MATCH),
+        as_of=instants["as_of"],
+        query_timestamp=instants["query_timestamp"],
+        occurred_after=instants["occurred_after"],
+        occurred_before=instants["occurred_before"],
+        tags=tags,
+        tags_match=tags_match,
+        tag_groups=tag_groups,
         user_id=_str(body, "user_id"),
         agent_id=_str(body, "agent_id"),
         session_id=_str(body, "session_id"),

@@ -70,6 +70,12 @@ CREATE TABLE IF NOT EXISTS memory_sources (
     PRIMARY KEY (note_rowid, source_rowid)
 );
 CREATE INDEX IF NOT EXISTS memory_sources_source ON memory_sources(source_rowid);
+CREATE TABLE IF NOT EXISTS memory_entities (
+    memory_rowid INTEGER NOT NULL REFERENCES memories(rowid),
+    entity TEXT NOT NULL,
+    PRIMARY KEY (memory_rowid, entity)
+);
+CREATE INDEX IF NOT EXISTS memory_entities_entity ON memory_entities(entity);
 CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts USING fts5(
     content, tokenize = 'porter unicode61 remove_diacritics 2'
 );
@@ -120,6 +126,14 @@ class NewMemory:
     source_rowids: tuple[int, ...]
     embedding: np.ndarray
     minhash: bytes | None
+    # True: no passage of its own; shares the passage of the previous item of the same batch
+    # (the pieces of one split write)
+    shares_passage: bool = False
+
+
+def entity_key(entity: str) -> str:
+    """How entities are matched across memories: case-folded, inner whitespace collapsed."""
+    return " ".join(entity.split()).casefold()
 
 
 @dataclass(frozen=True)
@@ -212,9 +226,10 @@ class Store:
         """Insert memories (and their passages, tags, sources, full-text rows) in one transaction."""
         rowids: list[int] = []
         with self.transaction() as c:
+            previous_passage: int | None = None
             for it in items:
-                passage_id = it.passage_id
-                if it.passage is not None:
+                passage_id = previous_passage if it.shares_passage else it.passage_id
+                if it.passage is not None and not it.shares_passage:
                     passage_id = c.execute(
                         "INSERT INTO passages(space_id, content, document_id) VALUES (?, ?, ?)",
                         (it.space_id, it.passage, it.document_id)).lastrowid
@@ -235,6 +250,9 @@ class Store:
                               [(rowid, t) for t in it.tags])
                 c.executemany("INSERT INTO memory_sources VALUES (?, ?, ?)",
                               [(rowid, s, i) for i, s in enumerate(it.source_rowids)])
+                c.executemany("INSERT OR IGNORE INTO memory_entities VALUES (?, ?)",
+                              [(rowid, entity_key(e)) for e in it.entities])
+                previous_passage = passage_id
                 rowids.append(int(rowid))
         return rowids
 
@@ -292,6 +310,46 @@ class Store:
             f"WHERE memories_fts MATCH ? AND m.space_id = ? AND ({flt.where}) "
             "ORDER BY s, f.rowid LIMIT ?", (match, space_id, *flt.params, depth))
         return [(int(r[0]), -float(r[1])) for r in rows]
+
+    def tag_vocabulary(self, space_id: str, limit: int) -> list[tuple[str, int]]:
+        """The space's ``limit`` most used tags: ``[(tag, uses)]``, most used first (ties by
+        tag), the vocabulary fuzzy tag resolution compares names with."""
+        rows = self._query(
+            "SELECT t.tag, COUNT(*) AS n FROM memory_tags t JOIN memories m "
+            "ON m.rowid = t.memory_rowid WHERE m.space_id = ? GROUP BY t.tag "
+            "ORDER BY n DESC, t.tag LIMIT ?", (space_id, limit))
+        return [(r[0], int(r[1])) for r in rows]
+
+    def entity_keys(self, rowids: Iterable[int]) -> dict[int, list[str]]:
+        """The entity keys of each row (rows without entities are absent)."""
+        ids = sorted(set(rowids))
+        out: dict[int, list[str]] = {}
+        for chunk in _chunks(ids, 500):
+            marks = ",".join("?" * len(chunk))
+            for r in self._query(f"SELECT memory_rowid, entity FROM memory_entities WHERE "
+                                 f"memory_rowid IN ({marks}) ORDER BY entity", chunk):
+                out.setdefault(int(r[0]), []).append(r[1])
+        return out
+
+    def entity_frequencies(self, space_id: str, keys: Iterable[str]) -> dict[str, int]:
+        """How many memories of the space hold each entity key (its document frequency)."""
+        rows = self._query(
+            "SELECT e.entity, COUNT(*) FROM memory_entities e JOIN memories m "
+            "ON m.rowid = e.memory_rowid WHERE m.space_id = ? AND e.entity IN "
+            "(SELECT value FROM json_each(?)) GROUP BY e.entity",
+            (space_id, json.dumps(sorted(set(keys)))))
+        return {r[0]: int(r[1]) for r in rows}
+
+    def sharing_entities(self, space_id: str, keys: Iterable[str],
+                         flt: SqlFilter) -> list[tuple[int, str]]:
+        """``(row, entity key)`` for every eligible memory of the space holding one of ``keys``
+        (the filter is in the same statement, so an excluded memory is never returned)."""
+        rows = self._query(
+            "SELECT e.memory_rowid, e.entity FROM memory_entities e JOIN memories m "
+            "ON m.rowid = e.memory_rowid WHERE e.entity IN (SELECT value FROM json_each(?)) "
+            f"AND m.space_id = ? AND ({flt.where}) ORDER BY e.memory_rowid, e.entity",
+            (json.dumps(sorted(set(keys))), space_id, *flt.params))
+        return [(int(r[0]), r[1]) for r in rows]
 
     def minhashes(self, rowids: Iterable[int]) -> dict[int, tuple[str, bytes | None]]:
         """(content hash, MinHash signature bytes) per row, for dedup."""

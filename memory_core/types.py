@@ -298,6 +298,9 @@ class RetrieveResponse:
     searched: list[SearchedEntry] | None = None
     receipt_id: str | None = None
     usage: None = None
+    # set when the request was served in another mode than asked or configured: {"stage",
+    # "requested", "used", "reason"} (e.g. a failed cross-encoder with rerank.on_failure=fallback)
+    fallback: Mapping[str, str] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -309,4 +312,6 @@ class RetrieveResponse:
         }
         if self.searched is not None:  # the key is absent on an addressed read
             body["searched"] = [s.to_dict() for s in self.searched]
+        if self.fallback is not None:  # the key is absent unless a fallback happened
+            body["fallback"] = dict(self.fallback)
         return body

@@ -73,3 +73,17 @@ def minilm():
     from memory_core.embed import build_embedder
 
     return build_embedder(EmbedSpec())
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _tiny_reranker_recipe():
+    """Accurate mode in tests uses the ``tiny`` cross-encoder (conf/rerank/recipe/tiny.yaml):
+    ``rerank.trained`` reads ``MEMORY_CORE_RERANKER``, and a run that needs the model trains it
+    once, in seconds, into the session's cache. Nothing is trained unless a test needs it."""
+    old = os.environ.get("MEMORY_CORE_RERANKER")
+    os.environ["MEMORY_CORE_RERANKER"] = "tiny"
+    yield "tiny"
+    if old is None:
+        os.environ.pop("MEMORY_CORE_RERANKER", None)
+    else:
+        os.environ["MEMORY_CORE_RERANKER"] = old

@@ -1,10 +1,18 @@
-"""Scope and memory-type filters, compiled to one SQL predicate.
+"""Scope and memory-type predicates.
 
 Scopes are strict and AND-ed: a read scoped to ``user_id="u1"`` sees only memories written
-under ``user_id="u1"``; unscoped memories are not returned to scoped reads.
+under ``user_id="u1"``; unscoped memories are not returned to scoped reads; a read naming
+``user_id`` and ``session_id`` sees only memories carrying both. A read that names no scope
+key sees the whole space (scoped memories included): scope narrows, it never widens.
+
+Observations are built per user (``MemoryEngine.observe`` refuses sources of different users)
+and inherit the scope their sources share, so a note never carries one user's facts into
+another user's read.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 from memory_core.store import SqlFilter
 from memory_core.types import RetrieveRequest
@@ -12,19 +20,38 @@ from memory_core.types import RetrieveRequest
 SCOPE_KEYS = ("user_id", "agent_id", "session_id")
 
 
-def scope_filter(request: RetrieveRequest) -> SqlFilter:
+def scope_of(request: RetrieveRequest) -> Mapping[str, str]:
+    """The scope keys a request names (``{}`` for an unscoped read)."""
+    return {k: getattr(request, k) for k in SCOPE_KEYS if getattr(request, k) is not None}
+
+
+def scope_only_filter(request: RetrieveRequest) -> SqlFilter:
     """``m.user_id = ? AND ...`` for every scope key the request names."""
-    clauses: list[str] = []
-    params: list[object] = []
-    for key in SCOPE_KEYS:
-        value = getattr(request, key)
-        if value is not None:
-            clauses.append(f"m.{key} = ?")
-            params.append(value)
-    if request.memory_types is not None:
-        marks = ",".join("?" * len(request.memory_types))
-        clauses.append(f"m.memory_type IN ({marks})")
-        params.extend(t.value for t in request.memory_types)
-    if not clauses:
+    scope = scope_of(request)
+    if not scope:
         return SqlFilter()
-    return SqlFilter(" AND ".join(clauses), tuple(params))
+    return SqlFilter(" AND ".join(f"m.{k} = ?" for k in scope), tuple(scope.values()))
+
+
+def memory_type_filter(request: RetrieveRequest) -> SqlFilter:
+    """``m.memory_type IN (...)`` when the request names ``memory_types``."""
+    if request.memory_types is None:
+        return SqlFilter()
+    marks = ",".join("?" * len(request.memory_types))
+    return SqlFilter(f"m.memory_type IN ({marks})",
+                     tuple(t.value for t in request.memory_types))
+
+
+def scope_filter(request: RetrieveRequest) -> SqlFilter:
+    """Scope keys AND memory types (the part of the request filter that needs no store).
+
+    The full filter of a request (tags, tag groups, time) is
+    :func:`memory_core.filters.compile.compile_filter`.
+    """
+    return scope_only_filter(request).and_(memory_type_filter(request))
+
+
+def in_scope(memory: object, request: RetrieveRequest) -> bool:
+    """Whether a memory (anything with the scope attributes) belongs to the request's scope:
+    the Python twin of :func:`scope_only_filter`, used by tests and checks."""
+    return all(getattr(memory, k) == v for k, v in scope_of(request).items())

@@ -93,7 +93,7 @@ def test_empty_results_are_an_empty_list(engine):
     ({"query": "x", "space_id": "payments", "mode": "accurate"}, "mode_unavailable"),
     ({"query": "x", "space_id": "payments", "format": "json"}, "invalid_choice"),
     ({"query": "x", "space_id": "payments", "receipt": "yes"}, "wrong_type"),
-    ({"query": "x", "space_id": "payments", "route": "auto"}, "unsupported_field"),
+    ({"query": "x", "space_id": "payments", "max_targets": 2}, "requires_route"),
     ({"query": "x", "space_id": "payments", "memory_types": ["note"]}, "invalid_choice"),
 ])
 def test_invalid_requests_are_422(filled, body, reason):

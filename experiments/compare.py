@@ -1,0 +1,285 @@
+"""``python -m experiments.compare RUN_A RUN_B``: paired comparison of two runs, per metric.
+
+Both run directories hold a ``per_query.parquet`` (written by :mod:`experiments.run`). Rows are
+paired by ``(mode, view, query_id)``; for every metric both runs report and every group
+(the run's headline groups, ``all``, each query kind) it prints mean A, mean B, delta = A - B,
+the 95% bootstrap CI of delta and a two-sided paired p-value
+(:func:`experiments.stats.paired_test`), clustered by conversation (LoCoMo conversation,
+LongMemEval haystack, synthetic space): whole conversations are resampled / sign-flipped,
+because questions about one conversation are not independent.
+
+The last column is Holm's step-down adjustment of the p-values over every row printed (one
+family), so scanning the table for "significant" rows does not inflate the false-positive
+rate (Holm, "A simple sequentially rejective multiple test procedure", Scand. J. Stat. 1979):
+sort the m p-values ascending, ``p_holm(i) = max_{j<=i} min(1, (m - j + 1) * p(j))``.
+
+    python -m experiments.compare outputs/locomo/runs/A outputs/locomo/runs/B
+    python -m experiments.compare RUN RUN --mode-a accurate --mode-b fast   # modes of one run
+    python -m experiments.compare A B --metrics recall@5,ndcg@10 --view with_observations
+
+Both runs must have scored the same queries on the same dataset (sha256 in ``metrics.json``);
+otherwise it stops with a message saying what differs (``--intersect`` pairs the common
+queries and says how many were left out).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+from rich.console import Console
+from rich.table import Table
+
+from experiments.report import kind_order
+from experiments.stats import PairedMethod, paired_test
+
+NON_METRIC = frozenset({
+    "query_id", "kind", "category", "conversation", "mode", "view", "text", "space_id",
+    "gold_keys", "ranked_keys", "ranked_ids", "scores", "memory_types", "latency_ms",
+    "receipt_id", "recall_curve"})
+
+
+class CompareError(ValueError):
+    """The two runs cannot be compared as asked (message says why)."""
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of the comparison."""
+
+    mode_a: str
+    mode_b: str
+    view: str
+    group: str
+    metric: str
+    n: int
+    n_clusters: int
+    mean_a: float
+    mean_b: float
+    delta: float
+    ci_low: float
+    ci_high: float
+    p_value: float
+    p_holm: float
+    wins: int
+    losses: int
+    ties: int
+
+
+@dataclass(frozen=True)
+class Run:
+    path: Path
+    frame: pl.DataFrame
+    meta: Mapping[str, Any]
+
+    @property
+    def metrics(self) -> list[str]:
+        """The per-query metric columns, in the run's own order: those its ``metrics.json``
+        reports (numeric columns outside :data:`NON_METRIC` when it has none)."""
+        reported = {name for views in (self.meta.get("metrics") or {}).values()
+                    for kinds in views.values() for cell in kinds.values()
+                    for name, value in cell.items() if isinstance(value, dict) or value is None}
+        return [c for c, t in self.frame.schema.items()
+                if t.is_numeric() and (c in reported if reported else c not in NON_METRIC)]
+
+    @property
+    def headline(self) -> dict[str, list[str]]:
+        return {str(k): [str(v) for v in kinds]
+                for k, kinds in (self.meta.get("headline") or {}).items()}
+
+
+def load_run(path: str | Path) -> Run:
+    """A run directory's ``per_query.parquet`` (polars) and ``metrics.json``."""
+    root = Path(path)
+    parquet = root / "per_query.parquet"
+    if not parquet.is_file():
+        raise CompareError(f"{root}: no per_query.parquet (is this a run directory of "
+                           "`python -m experiments.run`?)")
+    meta_path = root / "metrics.json"
+    meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
+    return Run(root, pl.read_parquet(parquet), meta)
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm step-down adjusted p-values, in the input order.
+
+    Example:
+        >>> holm([0.01, 0.04, 0.03])
+        [0.03, 0.06, 0.06]
+    """
+    m = len(p_values)
+    order = sorted(range(m), key=lambda i: p_values[i])
+    out = [0.0] * m
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * p_values[i]))
+        out[i] = running
+    return [round(p, 12) for p in out]
+
+
+def _check_same_data(a: Run, b: Run) -> None:
+    sha_a = (a.meta.get("dataset") or {}).get("sha256")
+    sha_b = (b.meta.get("dataset") or {}).get("sha256")
+    if sha_a is not None and sha_b is not None and sha_a != sha_b:
+        raise CompareError(f"the runs used different dataset files: {sha_a} vs {sha_b}")
+
+
+def _pairs(a: Run, b: Run, mode_a: str | None, mode_b: str | None,
+           views: Sequence[str] | None) -> list[tuple[str, str, str]]:
+    modes_a = a.frame["mode"].unique(maintain_order=True).to_list()
+    modes_b = b.frame["mode"].unique(maintain_order=True).to_list()
+    if mode_a or mode_b:
+        pa, pb = mode_a or mode_b, mode_b or mode_a
+        for m, have, run in ((pa, modes_a, a), (pb, modes_b, b)):
+            if m not in have:
+                raise CompareError(f"{run.path}: no mode {m!r} (has {have})")
+        mode_pairs = [(pa, pb)]
+    else:
+        mode_pairs = [(m, m) for m in modes_a if m in modes_b]
+    views_a = set(a.frame["view"].unique().to_list())
+    views_b = set(b.frame["view"].unique().to_list())
+    common = [v for v in a.frame["view"].unique(maintain_order=True).to_list() if v in views_b]
+    if views:
+        missing = [v for v in views if v not in views_a or v not in views_b]
+        if missing:
+            raise CompareError(f"view(s) {missing} not in both runs (A: {sorted(views_a)}, "
+                               f"B: {sorted(views_b)})")
+        common = list(views)
+    out = [(ma, mb, v) for ma, mb in mode_pairs for v in common]
+    if not out:
+        raise CompareError(f"no (mode, view) in common: A has modes {modes_a}, B has {modes_b}")
+    return out
+
+
+def _side(frame: pl.DataFrame, mode: str, view: str, metrics: Sequence[str]) -> pl.DataFrame:
+    sub = frame.filter((pl.col("mode") == mode) & (pl.col("view") == view))
+    cols = ["query_id", "kind", "conversation", *metrics]
+    return sub.select([c for c in cols if c in sub.columns])
+
+
+def compare(a: Run, b: Run, *, metrics: Sequence[str] | None = None,
+            mode_a: str | None = None, mode_b: str | None = None,
+            views: Sequence[str] | None = None, intersect: bool = False,
+            method: PairedMethod | str = PairedMethod.RANDOMIZATION,
+            n_resamples: int = 10_000, seed: int = 0) -> tuple[list[Row], list[str]]:
+    """Every paired comparison row, and notes (left-out queries, missing metrics)."""
+    _check_same_data(a, b)
+    notes: list[str] = []
+    common = [m for m in a.metrics if m in set(b.metrics)]
+    if metrics:
+        unknown = [m for m in metrics if m not in common]
+        if unknown:
+            raise CompareError(f"metric(s) {unknown} not in both runs; common: {common}")
+        common = list(metrics)
+    only = sorted(set(a.metrics) ^ set(b.metrics))
+    if only and not metrics:
+        notes.append(f"metrics in one run only (not compared): {only}")
+    if not common:
+        raise CompareError("the runs have no metric column in common")
+    groups = {**a.headline, **{k: v for k, v in b.headline.items() if k not in a.headline}}
+    rows: list[Row] = []
+    for ma, mb, view in _pairs(a, b, mode_a, mode_b, views):
+        left = _side(a.frame, ma, view, common)
+        right = _side(b.frame, mb, view, common)
+        ids_a, ids_b = set(left["query_id"].to_list()), set(right["query_id"].to_list())
+        if ids_a != ids_b:
+            diff = (f"{ma}/{view}: {len(ids_a - ids_b)} queries only in A, "
+                    f"{len(ids_b - ids_a)} only in B, {len(ids_a & ids_b)} shared")
+            if not intersect:
+                raise CompareError(diff + "; score both runs on the same queries or pass "
+                                   "--intersect")
+            notes.append(diff + " (compared on the shared ones)")
+        joined = left.join(right.select(["query_id", *common]), on="query_id", suffix="__b")
+        kinds = joined["kind"].to_list()
+        plan = [*[(g, set(ks)) for g, ks in groups.items()], ("all", None),
+                *[(k, {k}) for k in kind_order(kinds)]]
+        for group, members in plan:
+            sub = joined if members is None else joined.filter(pl.col("kind").is_in(list(members)))
+            if sub.height == 0:
+                continue
+            for metric in common:
+                pair = sub.filter(pl.col(metric).is_not_null() & pl.col(metric).is_not_nan()
+                                  & pl.col(f"{metric}__b").is_not_null()
+                                  & pl.col(f"{metric}__b").is_not_nan())
+                if pair.height == 0:
+                    continue
+                qids = pair["query_id"].to_list()
+                convs = pair["conversation"].to_list()
+                res = paired_test(dict(zip(qids, pair[metric].to_list(), strict=True)),
+                                  dict(zip(qids, pair[f"{metric}__b"].to_list(), strict=True)),
+                                  clusters=dict(zip(qids, convs, strict=True)),
+                                  n_resamples=n_resamples, seed=seed, method=method)
+                rows.append(Row(ma, mb, view, group, metric, res.n, len(set(convs)),
+                                res.mean_a, res.mean_b, res.delta, res.ci_low, res.ci_high,
+                                res.p_value, res.p_value, res.wins, res.losses, res.ties))
+    adjusted = holm([r.p_value for r in rows])
+    rows = [Row(**{**asdict(r), "p_holm": p}) for r, p in zip(rows, adjusted, strict=True)]
+    return rows, notes
+
+
+def render(rows: Sequence[Row], a: Run, b: Run, alpha: float = 0.05) -> Table:
+    """The comparison as a rich table (significant rows after Holm in bold)."""
+    t = Table(title=f"A = {a.path}\nB = {b.path}", title_justify="left")
+    for col, just in (("mode A/B", "left"), ("view", "left"), ("group", "left"),
+                      ("metric", "left"), ("n (conv)", "right"), ("A", "right"),
+                      ("B", "right"), ("Δ A-B", "right"), ("95% CI of Δ", "right"),
+                      ("p", "right"), ("p Holm", "right"), ("W/L/T", "right")):
+        t.add_column(col, justify=just)  # type: ignore[arg-type]
+    for r in rows:
+        style = ("bold green" if r.delta > 0 else "bold red") if r.p_holm < alpha else None
+        modes = r.mode_a if r.mode_a == r.mode_b else f"{r.mode_a}/{r.mode_b}"
+        t.add_row(modes, r.view, r.group, r.metric, f"{r.n} ({r.n_clusters})",
+                  f"{r.mean_a:.3f}", f"{r.mean_b:.3f}", f"{r.delta:+.3f}",
+                  f"[{r.ci_low:+.3f}, {r.ci_high:+.3f}]", f"{r.p_value:.4f}",
+                  f"{r.p_holm:.4f}", f"{r.wins}/{r.losses}/{r.ties}", style=style)
+    return t
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m experiments.compare",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("run_a", help="run directory A (holds per_query.parquet)")
+    parser.add_argument("run_b", help="run directory B")
+    parser.add_argument("--metrics", help="comma-separated metric columns (default: all common)")
+    parser.add_argument("--mode-a", help="mode of run A to compare (default: each shared mode)")
+    parser.add_argument("--mode-b", help="mode of run B to compare")
+    parser.add_argument("--view", action="append", help="view(s) to compare (default: shared)")
+    parser.add_argument("--method", choices=[m.value for m in PairedMethod],
+                        default=PairedMethod.RANDOMIZATION.value)
+    parser.add_argument("--n-resamples", type=int, default=10_000)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--intersect", action="store_true",
+                        help="pair only the queries both runs scored (say how many were left)")
+    parser.add_argument("--json", type=Path, help="also write the rows to this JSON file")
+    args = parser.parse_args(argv)
+    console = Console(width=max(160, Console().width))
+    try:
+        a, b = load_run(args.run_a), load_run(args.run_b)
+        rows, notes = compare(
+            a, b, metrics=args.metrics.split(",") if args.metrics else None,
+            mode_a=args.mode_a, mode_b=args.mode_b, views=args.view, intersect=args.intersect,
+            method=args.method, n_resamples=args.n_resamples, seed=args.seed)
+    except CompareError as exc:
+        console.print(f"[red]cannot compare:[/red] {exc}")
+        return 2
+    console.print(render(rows, a, b))
+    console.print(f"paired {args.method} test over queries clustered by conversation; "
+                  f"{args.n_resamples} resamples, seed {args.seed}; bold = Holm-adjusted "
+                  "p < 0.05 over all rows shown.")
+    for note in notes:
+        console.print(f"[yellow]note:[/yellow] {note}")
+    if args.json:
+        args.json.write_text(json.dumps({"run_a": str(a.path), "run_b": str(b.path),
+                                         "method": args.method, "notes": notes,
+                                         "rows": [asdict(r) for r in rows]}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

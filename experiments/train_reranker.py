@@ -1,0 +1,682 @@
+"""``python -m experiments.train_reranker``: train the project's own cross-encoder (accurate mode).
+
+    python -m experiments.train_reranker                                # the default recipe
+    python -m experiments.train_reranker train.max_steps=600 force=true # longer, retrain
+    python -m experiments.train_reranker rerank/recipe=for_longmemeval  # to evaluate LongMemEval
+
+The recipe (``conf/train_reranker.yaml`` plus a ``conf/rerank/recipe/<name>.yaml`` preset):
+
+1. **Data.** Each enabled source is loaded with the harness's own loaders: the synthetic world
+   (always available; generated with its own seed and only from topics the evaluated world
+   does not contain) and the real sets in the data directory (``enabled: auto`` uses one when
+   its files are there): LongMemEval turns with ``has_answer`` and LoCoMo evidence turns are
+   the positives. Conversations listed in ``exclude_conversations`` are never loaded.
+2. **Hard negatives from the engine's own first stage.** Each source is written into an
+   in-memory :class:`~memory_core.MemoryEngine` and every question is asked in fast mode
+   (facts only, the configured channels and fusion). The top ``mining.depth`` results that are
+   not gold (nor a restatement of gold) are the negatives, ``negatives_per_positive`` per
+   positive, best-ranked first.
+3. **Split by conversation.** Conversations (a synthetic space, a LongMemEval question's
+   haystack, a LoCoMo conversation) are shuffled with the seed and ``split.heldout_fraction``
+   of each source's are held out; no held-out conversation contributes a training pair. The
+   model card lists the trained conversations, and ``experiments.run`` refuses to score a
+   conversation the model was trained on.
+4. **Training.** ``CrossEncoder(base, num_labels=1)`` from the packaged MiniLM weights,
+   ``CrossEncoderTrainer`` with ``BinaryCrossEntropyLoss`` (``BCEWithLogits`` on the single
+   logit ``z``: ``L = -[y log s(z) + (1 - y) log(1 - s(z))]``, ``s`` the sigmoid), ``max_steps``
+   steps of ``batch_size`` pairs, linear warm-up then decay.
+5. **Held-out evaluation.** The held-out questions' first-stage lists are reranked; recall@k
+   (share of gold in the top k) and MRR before and after reranking go into the model card.
+
+The model is saved to ``<cache>/rerankers/<name>/`` (``$MEMORY_CORE_CACHE`` or
+``~/.cache/memory_core``) with ``card.json`` and ``MODEL_CARD.md`` (data sources and their
+sha256, split, steps, seed, metrics, the base weights' sha256). The folder appears atomically
+(trained under a temporary name, then renamed), so a half-trained model is never picked up.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import platform
+import random
+import shutil
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import hydra
+from omegaconf import DictConfig
+from tqdm.auto import tqdm
+
+from experiments import metrics as M
+from experiments.config import engine_spec, to_plain
+from experiments.data.files import DatasetError, resolve_data_dir
+from experiments.data.registry import load_dataset
+from experiments.data.schema import Dataset, QueryDef
+from experiments.ingest import IdMap, ingest
+from memory_core import MemoryEngine
+from memory_core.config import PACKAGED_MINILM, EngineSpec, RerankSpec, spec_from_mapping
+from memory_core.embed import Embedder, resolve_model_path, weights_sha256
+from memory_core.rerank.models import (CARD_JSON, CARD_MARKDOWN, is_saved_model, load_card,
+                                       rerankers_root, trained_model_dir)
+
+log = logging.getLogger(__name__)
+
+CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
+RECIPE_GROUP = "rerank/recipe"
+CARD_VERSION = 1
+
+
+# --------------------------------------------------------------------------- recipe schema
+@dataclass(frozen=True)
+class SourceSpec:
+    """One training source: ``data`` is a ``conf/data`` block (``name`` plus loader options).
+
+    ``enabled``: ``true``, ``false`` or ``"auto"`` (use it when the data directory has it).
+    ``kinds``: query kinds to train on (None: all answerable ones). ``max_queries``: cap per
+    source, taken in dataset order after the exclusions. ``keep_metadata``: keep only memories
+    whose metadata has these values (e.g. ``{role: user}`` for LongMemEval, so that "is it a
+    user turn" cannot stand in for relevance); gold is trimmed to the kept memories.
+    """
+
+    enabled: bool | str = True
+    data: Mapping[str, Any] = field(default_factory=dict)
+    exclude_conversations: tuple[str, ...] = ()
+    keep_metadata: Mapping[str, Any] = field(default_factory=dict)
+    kinds: tuple[str, ...] | None = None
+    max_queries: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.enabled not in (True, False, "auto"):
+            raise ValueError(f"source enabled must be true, false or auto, got {self.enabled!r}")
+        if "name" not in self.data:
+            raise ValueError("a training source needs data.name (a conf/data dataset name)")
+
+
+@dataclass(frozen=True)
+class MiningSpec:
+    """Hard negatives: the engine's fast-mode top ``depth`` (<= 50) minus gold."""
+
+    depth: int = 30
+    negatives_per_positive: int = 3
+
+
+@dataclass(frozen=True)
+class SplitSpec:
+    """Held-out conversations: ``round(heldout_fraction * n)`` of them (at least one of two)."""
+
+    heldout_fraction: float = 0.2
+
+
+@dataclass(frozen=True)
+class TrainSpec:
+    """``CrossEncoderTrainer`` settings (``warmup_ratio`` of ``max_steps`` warm-up steps)."""
+
+    max_steps: int = 200
+    batch_size: int = 16
+    learning_rate: float = 5e-5
+    warmup_ratio: float = 0.1
+    weight_decay: float = 0.01
+    max_length: int = 128
+    pos_weight: float | None = None
+    logging_steps: int = 25
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """Everything that decides what model comes out (it is written into the model card)."""
+
+    name: str = "default"
+    base_model: str = PACKAGED_MINILM
+    seed: int = 0
+    sources: Mapping[str, SourceSpec] = field(default_factory=dict)
+    mining: MiningSpec = field(default_factory=MiningSpec)
+    split: SplitSpec = field(default_factory=SplitSpec)
+    train: TrainSpec = field(default_factory=TrainSpec)
+    eval_ks: tuple[int, ...] = (1, 5, 10)
+
+    def to_dict(self) -> dict[str, Any]:
+        return json.loads(json.dumps(dataclasses.asdict(self), default=list))
+
+
+RECIPE_KEYS = ("name", "base_model", "seed", "sources", "mining", "split", "train", "eval_ks")
+
+
+def recipe_from_mapping(values: Mapping[str, Any]) -> Recipe:
+    """A :class:`Recipe` from plain mappings; unknown keys fail (as every spec does)."""
+    values = dict(values)
+    sources = {name: spec_from_mapping(SourceSpec, _tuples(src, ("exclude_conversations",
+                                                                 "kinds")))
+               for name, src in (values.pop("sources", None) or {}).items()}
+    if "eval_ks" in values:
+        values["eval_ks"] = tuple(values["eval_ks"])
+    recipe = spec_from_mapping(Recipe, values)
+    return dataclasses.replace(recipe, sources=sources)
+
+
+def _tuples(values: Mapping[str, Any], keys: Iterable[str]) -> dict[str, Any]:
+    out = dict(values)
+    for key in keys:
+        if out.get(key) is not None:
+            out[key] = tuple(out[key])
+    return out
+
+
+def recipe_from_config(cfg: DictConfig) -> Recipe:
+    """The recipe part of a composed ``train_reranker`` config."""
+    plain = to_plain(cfg)
+    return recipe_from_mapping({k: plain[k] for k in RECIPE_KEYS if k in plain})
+
+
+def compose_train_config(overrides: Sequence[str] = ()) -> DictConfig:
+    """Compose ``conf/train_reranker.yaml`` (inside or outside a running Hydra app)."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    if GlobalHydra.instance().is_initialized():
+        return compose(config_name="train_reranker", overrides=list(overrides))
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return compose(config_name="train_reranker", overrides=list(overrides))
+
+
+# --------------------------------------------------------------------------- mining
+@dataclass(frozen=True)
+class Mined:
+    """One question with its gold and the engine's first-stage list (keys, texts)."""
+
+    source: str
+    group: str
+    query_id: str
+    query: str
+    gold: tuple[str, ...]
+    ranked: tuple[str, ...]
+    negatives: tuple[str, ...]
+    texts: Mapping[str, str]
+
+
+def family(dataset_name: str) -> str:
+    """The benchmark a dataset belongs to: ``longmemeval_oracle`` -> ``longmemeval``."""
+    return dataset_name.split("_")[0]
+
+
+def _load_source(name: str, src: SourceSpec, data_dir: str | None) -> tuple[Dataset | None, str]:
+    """The source's dataset (exclusions applied), or None with the reason it was skipped."""
+    if src.enabled is False:
+        return None, "disabled"
+    if src.enabled == "auto" and src.data.get("name") != "synthetic" \
+            and resolve_data_dir(data_dir) is None:
+        return None, "no data directory (paths.data_dir / MEMORY_CORE_DATA_DIR)"
+    try:
+        dataset = load_dataset(dict(src.data), data_dir)
+    except DatasetError as exc:
+        if src.enabled == "auto":
+            return None, f"not available: {exc}"
+        raise
+    return _keep(_exclude(dataset, set(src.exclude_conversations)), src.keep_metadata), "used"
+
+
+def _keep(dataset: Dataset, wanted: Mapping[str, Any]) -> Dataset:
+    """Keep memories whose metadata matches ``wanted``; trim gold to them (a question left
+    without gold is dropped). Observations built on a dropped memory are dropped too."""
+    if not wanted:
+        return dataset
+    kept = {m.key for m in dataset.memories if m.memory_type == "fact"
+            and all(m.metadata.get(k) == v for k, v in wanted.items())}
+    kept |= {m.key for m in dataset.memories if m.memory_type == "observation"
+             and set(m.source_keys) <= kept}
+    queries = []
+    for q in dataset.queries:
+        gold = tuple(k for k in q.gold_keys if k in kept)
+        if gold or not q.gold_keys:
+            queries.append(dataclasses.replace(q, gold_keys=gold))
+    return dataclasses.replace(dataset, memories=tuple(m for m in dataset.memories
+                                                       if m.key in kept),
+                               queries=tuple(queries))
+
+
+def _exclude(dataset: Dataset, excluded: set[str]) -> Dataset:
+    """Drop excluded conversations (their spaces, memories and questions) from ``dataset``."""
+    if not excluded:
+        return dataset
+    spaces = tuple(s for s in dataset.spaces if s.space_id not in excluded)
+    kept = {s.space_id for s in spaces}
+    return dataclasses.replace(
+        dataset, spaces=spaces,
+        memories=tuple(m for m in dataset.memories if m.space_id in kept),
+        queries=tuple(q for q in dataset.queries if q.gold_space in kept
+                      and (q.conversation or q.gold_space) not in excluded))
+
+
+def _questions(dataset: Dataset, ids: IdMap, src: SourceSpec) -> list[QueryDef]:
+    """Answerable, non-abstention questions whose gold facts all sit in their gold space."""
+    space_of = {m.key: m.space_id for m in dataset.memories}
+    out = []
+    for q in dataset.queries:
+        if not q.answerable or q.metadata.get("abstention"):
+            continue
+        if src.kinds is not None and q.kind not in src.kinds:
+            continue
+        if any(k not in ids.id_of or space_of.get(k) != q.gold_space for k in q.gold_keys):
+            continue
+        out.append(q)
+    return out[: src.max_queries] if src.max_queries is not None else out
+
+
+def mine(name: str, dataset: Dataset, src: SourceSpec, spec: EngineSpec, mining: MiningSpec,
+         progress: bool, embedder: Embedder | None = None) -> list[Mined]:
+    """Ask every training question in fast mode and keep the first stage's list.
+
+    A result counts as gold-like (never a negative) when it is gold, restates gold (exact or
+    near duplicate) or is listed in the question's ``also_answered_by``. ``embedder``
+    replaces the configured one (tests pass a model-free embedder).
+    """
+    if not 1 <= mining.depth <= spec.max_limit:
+        raise ValueError(f"mining.depth must be 1-{spec.max_limit}, got {mining.depth}")
+    texts = {m.key: m.content for m in dataset.memories}
+    out: list[Mined] = []
+    with MemoryEngine.open(":memory:", dataclasses.replace(spec, default_mode="fast"),
+                           embedder=embedder) as engine:
+        ids = ingest(engine, dataset, progress=progress)
+        questions = _questions(dataset, ids, src)
+        for q in tqdm(questions, desc=f"mine {name}", unit="q", disable=not progress):
+            resp = engine.retrieve(query=q.text, space_id=q.gold_space, limit=mining.depth,
+                                   mode="fast", memory_types=["fact"],
+                                   prefer_observations=False)
+            ranked = tuple(ids.keys(r.memory_id for r in resp.results))
+            gold = frozenset(q.gold_keys)
+            also = set(q.metadata.get("also_answered_by") or ())
+            negatives = tuple(k for k in ranked if k not in also and not
+                              (set(ids.sources.get(k, (k,))) & gold))
+            want = mining.negatives_per_positive * len(gold)
+            out.append(Mined(
+                source=family(dataset.name), group=str(q.conversation or q.gold_space),
+                query_id=q.query_id, query=q.text, gold=tuple(q.gold_keys), ranked=ranked,
+                negatives=negatives[:want],
+                texts={k: texts[k] for k in (*ranked, *q.gold_keys)}))
+    return out
+
+
+# --------------------------------------------------------------------------- split
+def split_groups(mined: Sequence[Mined], heldout_fraction: float, seed: int
+                 ) -> tuple[list[Mined], list[Mined], dict[str, Any]]:
+    """Train and held-out questions, split by conversation, stratified by source.
+
+    Per source, its conversations are sorted, shuffled with
+    ``random.Random(f"{seed}:{source}")``, and the first ``max(1, round(f * n))`` are held out (none when ``f == 0`` or ``n < 2``), so
+    every source with two or more conversations is also evaluated on unseen ones.
+    """
+    if not 0.0 <= heldout_fraction < 1.0:
+        raise ValueError(f"split.heldout_fraction must be in [0, 1), got {heldout_fraction}")
+    held: set[tuple[str, str]] = set()
+    groups = sorted({(m.source, m.group) for m in mined})
+    for source in sorted({s for s, _ in groups}):
+        own = [g for g in groups if g[0] == source]
+        random.Random(f"{seed}:{source}").shuffle(own)
+        n_held = 0 if heldout_fraction == 0 or len(own) < 2 else \
+            max(1, round(heldout_fraction * len(own)))
+        held.update(own[:n_held])
+    train = [m for m in mined if (m.source, m.group) not in held]
+    heldout = [m for m in mined if (m.source, m.group) in held]
+    info = {
+        "unit": "conversation",
+        "stratified_by": "source",
+        "heldout_fraction": heldout_fraction,
+        "seed": seed,
+        "trained_conversations": _by_source(g for g in groups if g not in held),
+        "heldout_conversations": _by_source(held),
+        "train_questions": len(train),
+        "heldout_questions": len(heldout),
+    }
+    return train, heldout, info
+
+
+def _by_source(groups: Iterable[tuple[str, str]]) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for source, group in sorted(groups):
+        out.setdefault(source, []).append(group)
+    return out
+
+
+def training_pairs(mined: Sequence[Mined], seed: int) -> list[dict[str, Any]]:
+    """``{"query", "document", "label"}`` rows: gold texts 1.0, mined negatives 0.0, shuffled."""
+    rows = []
+    for m in mined:
+        rows += [{"query": m.query, "document": m.texts[k], "label": 1.0} for k in m.gold]
+        rows += [{"query": m.query, "document": m.texts[k], "label": 0.0} for k in m.negatives]
+    random.Random(seed).shuffle(rows)
+    return rows
+
+
+# --------------------------------------------------------------------------- evaluation
+def evaluate_heldout(model: Any, heldout: Sequence[Mined], ks: Sequence[int], batch_size: int,
+                     progress: bool) -> dict[str, Any]:
+    """Recall@k and MRR of the first-stage lists before and after reranking them with
+    ``model`` (``recall@k = |G ∩ top k| / |G|``), overall and per source. Questions whose
+    first-stage list holds no gold still count (both orders score 0 on them)."""
+    names = [f"recall@{k}" for k in ks] + ["mrr"]
+    per: dict[str, dict[str, list[float]]] = {}
+    for m in tqdm(heldout, desc="held-out eval", unit="q", disable=not progress):
+        reranked = list(m.ranked)
+        if m.ranked:
+            scores = model.predict([(m.query, m.texts[k]) for k in m.ranked],
+                                   batch_size=batch_size, show_progress_bar=False)
+            order = sorted(range(len(m.ranked)), key=lambda i: (-float(scores[i]), i))
+            reranked = [m.ranked[i] for i in order]
+        for label, ranking in (("first_stage", list(m.ranked)), ("reranked", reranked)):
+            values = M.evaluate_query(ranking, m.gold, names)
+            for source in (m.source, "all"):
+                cell = per.setdefault(source, {})
+                for metric, value in values.items():
+                    cell.setdefault(f"{label}/{metric}", []).append(value)
+    return {source: {"n": len(next(iter(cell.values()))),
+                     **{k: round(sum(v) / len(v), 4) for k, v in sorted(cell.items())}}
+            for source, cell in per.items()}
+
+
+# --------------------------------------------------------------------------- training
+@dataclass(frozen=True)
+class TrainResult:
+    path: Path
+    card: dict[str, Any]
+
+
+def _set_seed(seed: int) -> None:
+    from transformers import set_seed
+
+    set_seed(seed)
+
+
+def _load_base(recipe: Recipe):
+    """``CrossEncoder(base, num_labels=1)``: MiniLM's encoder plus a fresh one-logit head."""
+    import transformers
+    from sentence_transformers import CrossEncoder
+
+    _set_seed(recipe.seed)  # the new classifier head is drawn from torch's seeded RNG
+    level = transformers.logging.get_verbosity()
+    transformers.logging.set_verbosity_error()  # the "classifier MISSING" report is expected
+    try:
+        return CrossEncoder(resolve_model_path(recipe.base_model), num_labels=1,
+                            max_length=recipe.train.max_length, device="cpu")
+    finally:
+        transformers.logging.set_verbosity(level)
+
+
+def _fit(model: Any, rows: list[dict[str, Any]], recipe: Recipe, workdir: Path,
+         progress: bool) -> dict[str, Any]:
+    import torch
+    from datasets import Dataset as HFDataset
+    from sentence_transformers.cross_encoder import (CrossEncoderTrainer,
+                                                     CrossEncoderTrainingArguments)
+    from sentence_transformers.cross_encoder.losses import BinaryCrossEntropyLoss
+
+    t = recipe.train
+    args = CrossEncoderTrainingArguments(
+        output_dir=str(workdir / "trainer"), max_steps=t.max_steps,
+        per_device_train_batch_size=t.batch_size, learning_rate=t.learning_rate,
+        warmup_steps=t.warmup_ratio, weight_decay=t.weight_decay, seed=recipe.seed,
+        data_seed=recipe.seed, save_strategy="no", eval_strategy="no", report_to="none",
+        logging_steps=max(1, min(t.logging_steps, t.max_steps)), disable_tqdm=not progress,
+        use_cpu=True, dataloader_num_workers=0)
+    pos_weight = None if t.pos_weight is None else torch.tensor(float(t.pos_weight))
+    trainer = CrossEncoderTrainer(model=model, args=args, train_dataset=HFDataset.from_list(rows),
+                                  loss=BinaryCrossEntropyLoss(model, pos_weight=pos_weight))
+    out = trainer.train()
+    return {"global_step": int(out.global_step), "train_loss": round(float(out.training_loss), 5),
+            "runtime_s": round(float(out.metrics.get("train_runtime", 0.0)), 2),
+            "loss_log": [{"step": e["step"], "loss": e["loss"]}
+                         for e in trainer.state.log_history if "loss" in e]}
+
+
+def train(recipe: Recipe, *, spec: EngineSpec | None = None, data_dir: str | None = None,
+          cache_dir: str | None = None, progress: bool = True, force: bool = False
+          ) -> TrainResult:
+    """Mine, split, train, evaluate and save ``recipe``; returns the model folder and card.
+
+    An already trained ``recipe.name`` is kept unless ``force`` (then it is replaced only
+    once the new one is saved).
+    """
+    target = trained_model_dir(recipe.name, cache_dir)
+    if is_saved_model(target) and not force:
+        log.info("cross-encoder %r already trained at %s (force=true retrains)", recipe.name,
+                 target)
+        return TrainResult(target, load_card(target) or {})
+    spec = spec or EngineSpec()
+    t_start = time.perf_counter()
+    sources: dict[str, Any] = {}
+    mined: list[Mined] = []
+    for name, src in recipe.sources.items():
+        dataset, status = _load_source(name, src, data_dir)
+        sources[name] = {"status": status, "data": dict(src.data),
+                         "exclude_conversations": list(src.exclude_conversations)}
+        if dataset is None:
+            log.info("training source %s skipped: %s", name, status)
+            continue
+        got = mine(name, dataset, src, spec, recipe.mining, progress)
+        sources[name].update({"dataset": dataset.name, "family": family(dataset.name),
+                              "sha256": dict(dataset.source_sha256), "questions": len(got),
+                              "memories": len(dataset.memories)})
+        mined += got
+    if not mined:
+        raise ValueError(f"recipe {recipe.name!r} produced no training questions: "
+                         f"{json.dumps({k: v['status'] for k, v in sources.items()})}")
+    train_q, heldout_q, split = split_groups(mined, recipe.split.heldout_fraction, recipe.seed)
+    rows = training_pairs(train_q, recipe.seed)
+    if not rows:
+        raise ValueError("no training pairs after the split")
+
+    base_path = resolve_model_path(recipe.base_model)
+    root = rerankers_root(cache_dir)
+    root.mkdir(parents=True, exist_ok=True)
+    work = root / f".{recipe.name}.tmp-{os.getpid()}"
+    shutil.rmtree(work, ignore_errors=True)
+    try:
+        model = _load_base(recipe)
+        log.info("training cross-encoder %r: %d pairs from %d questions, %d steps of %d",
+                 recipe.name, len(rows), len(train_q), recipe.train.max_steps,
+                 recipe.train.batch_size)
+        fit = _fit(model, rows, recipe, work, progress)
+        metrics = evaluate_heldout(model, heldout_q, recipe.eval_ks, batch_size=64,
+                                   progress=progress) if heldout_q else {}
+        model_dir = work / "model"
+        model.save_pretrained(str(model_dir))
+        card = {
+            "card_version": CARD_VERSION,
+            "name": recipe.name,
+            "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "base_model": {"model": recipe.base_model, "path": base_path,
+                           "weights_sha256": weights_sha256(base_path)},
+            "weights_sha256": weights_sha256(str(model_dir)),
+            "recipe": recipe.to_dict(),
+            "sources": sources,
+            "trained_families": sorted({m.source for m in train_q}),
+            "split": split,
+            "training": {"pairs": len(rows), "positives": sum(r["label"] == 1.0 for r in rows),
+                         "negatives": sum(r["label"] == 0.0 for r in rows),
+                         "loss": "BinaryCrossEntropyLoss", "steps": recipe.train.max_steps,
+                         "batch_size": recipe.train.batch_size, "seed": recipe.seed, **fit},
+            "first_stage": {"mode": "fast", "channels": dataclasses.asdict(spec.channels),
+                            "fusion": dataclasses.asdict(spec.fusion),
+                            "embedder": spec.embed.model},
+            "metrics": {"heldout": metrics},
+            "total_s": round(time.perf_counter() - t_start, 2),
+            "platform": {"python": platform.python_version(), "machine": platform.machine()},
+        }
+        (model_dir / CARD_JSON).write_text(json.dumps(card, indent=2, default=str))
+        (model_dir / CARD_MARKDOWN).write_text(card_markdown(card))
+        if force and target.exists():
+            shutil.rmtree(target)
+        try:
+            model_dir.rename(target)
+        except OSError:
+            if not is_saved_model(target):
+                raise
+            log.info("another process saved %s first; keeping that one", target)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return TrainResult(target, load_card(target) or card)
+
+
+def card_markdown(card: Mapping[str, Any]) -> str:
+    """The human-readable model card."""
+    split, tr = card["split"], card["training"]
+    lines = [
+        f"# Cross-encoder `{card['name']}`", "",
+        "Reranker for memory_core's accurate mode, trained by `python -m "
+        "experiments.train_reranker` from the packaged all-MiniLM-L6-v2 weights "
+        "(`CrossEncoder(path, num_labels=1)`, sigmoid scores).", "",
+        f"- created: {card['created_at']}",
+        f"- base weights sha256: `{card['base_model']['weights_sha256']}`",
+        f"- weights sha256: `{card['weights_sha256']}`",
+        f"- seed: {tr['seed']}; steps: {tr['steps']} x batch {tr['batch_size']}; loss: "
+        f"{tr['loss']}; final train loss {tr['train_loss']}; {tr['runtime_s']} s",
+        f"- pairs: {tr['pairs']} ({tr['positives']} positive, {tr['negatives']} hard negative, "
+        f"mined from the engine's fast-mode top {card['recipe']['mining']['depth']})",
+        "", "## Data sources", "", "| source | status | dataset | questions | sha256 |",
+        "|---|---|---|---|---|"]
+    for name, src in card["sources"].items():
+        sha = ", ".join(f"{k}: {v[:12]}" for k, v in (src.get("sha256") or {}).items()) or "-"
+        lines.append(f"| {name} | {src['status']} | {src.get('dataset', '-')} | "
+                     f"{src.get('questions', '-')} | {sha} |")
+    lines += ["", "## Split", "",
+              f"By {split['unit']}: {split['heldout_fraction']:.0%} of conversations held out "
+              f"(seed {split['seed']}); {split['train_questions']} training and "
+              f"{split['heldout_questions']} held-out questions. Trained conversations per "
+              "source are listed in `card.json` (`split.trained_conversations`); the "
+              "experiment runner refuses to score any of them.", "",
+              f"Trained on: {', '.join(card['trained_families'])}. Never trained on anything "
+              "else, in particular not on any source listed as disabled above.", "",
+              "## Held-out metrics (first stage -> reranked)", ""]
+    heldout = card["metrics"].get("heldout") or {}
+    if not heldout:
+        lines.append("No held-out conversations (split.heldout_fraction = 0).")
+    else:
+        metric_names = sorted({k.split("/", 1)[1] for cell in heldout.values() for k in cell
+                               if "/" in k})
+        lines += ["| source | n | " + " | ".join(metric_names) + " |",
+                  "|---|---|" + "---|" * len(metric_names)]
+        for source, cell in heldout.items():
+            vals = [f"{cell[f'first_stage/{m}']:.3f} -> {cell[f'reranked/{m}']:.3f}"
+                    for m in metric_names]
+            lines.append(f"| {source} | {cell['n']} | " + " | ".join(vals) + " |")
+    return "\n".join(lines) + "\n"
+
+
+# --------------------------------------------------------------------------- for the runner
+def ensure_trained(rerank: RerankSpec, *, data_dir: str | None, progress: bool,
+                   overrides: Sequence[str] = ()) -> Path | None:
+    """Train ``rerank.trained`` once if accurate mode needs it and it is not cached.
+
+    Returns the model folder, or None when ``rerank.model`` names a model of its own. The
+    recipe is ``conf/train_reranker.yaml`` with preset ``conf/rerank/recipe/<trained>.yaml``.
+    """
+    if rerank.model is not None:
+        return None
+    target = trained_model_dir(rerank.trained, rerank.cache_dir)
+    if is_saved_model(target):
+        return target
+    from filelock import FileLock
+
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(target.parent / f".{rerank.trained}.lock")):  # parallel jobs train once
+        if is_saved_model(target):
+            return target
+        return _train_for_run(rerank, target, data_dir, progress, overrides)
+
+
+def _train_for_run(rerank: RerankSpec, target: Path, data_dir: str | None, progress: bool,
+                   overrides: Sequence[str]) -> Path:
+    preset = CONF_DIR / RECIPE_GROUP / f"{rerank.trained}.yaml"
+    if not preset.is_file():
+        raise FileNotFoundError(
+            f"accurate mode needs the cross-encoder {rerank.trained!r}, which is not trained "
+            f"(no {target}) and has no recipe preset {preset}; train it with `python -m "
+            f"experiments.train_reranker name={rerank.trained} ...` or set rerank.model")
+    cfg = compose_train_config([f"{RECIPE_GROUP}={rerank.trained}", f"name={rerank.trained}",
+                                "paths.root_dir=.", *overrides])
+    recipe = recipe_from_config(cfg)
+    print(f"accurate mode needs the cross-encoder {rerank.trained!r} and none is cached at "
+          f"{target}: training it once now (recipe {preset.relative_to(CONF_DIR.parent)}, "
+          f"{recipe.train.max_steps} steps of {recipe.train.batch_size}); later runs reuse it.",
+          flush=True)
+    result = train(recipe, spec=engine_spec(cfg), data_dir=data_dir, cache_dir=rerank.cache_dir,
+                   progress=progress)
+    print(f"cross-encoder {rerank.trained!r} saved to {result.path}", flush=True)
+    return result.path
+
+
+def split_check(card: Mapping[str, Any] | None, dataset: Dataset,
+                conversations: Iterable[str]) -> dict[str, Any]:
+    """What the reranker was trained on versus what is evaluated; raises on any overlap.
+
+    ``conversations`` are the evaluated questions' conversations. A model without a card
+    (a configured path or hub id) cannot be checked; that is recorded, not hidden.
+    """
+    if card is None:
+        return {"checked": False, "note": "the reranker has no model card; its training data "
+                                          "is unknown to this runner"}
+    evaluated = family(dataset.name)
+    trained = set((card.get("split") or {}).get("trained_conversations", {}).get(evaluated, []))
+    overlap = sorted(trained & set(conversations))
+    if overlap:
+        raise ValueError(
+            f"the cross-encoder {card.get('name')!r} was trained on {len(overlap)} of the "
+            f"evaluated {evaluated} conversations (e.g. {overlap[:3]}): no model may be scored "
+            f"on its training data. Use a model trained without them (for LongMemEval: "
+            f"rerank.trained=for_longmemeval) or evaluate in fast mode only.")
+    return {"checked": True, "model": card.get("name"), "evaluated": evaluated,
+            "trained_families": card.get("trained_families", []),
+            "split_unit": (card.get("split") or {}).get("unit"),
+            "trained_conversations_of_evaluated_set": len(trained), "overlap": 0}
+
+
+def prepare_reranker(cfg: DictConfig, spec: EngineSpec, dataset: Dataset
+                     ) -> tuple[EngineSpec, dict[str, Any]]:
+    """For ``experiments.run``: pick and (once) train the cross-encoder accurate mode needs.
+
+    Only when ``accurate`` is in ``eval.modes``. ``eval.reranker_by_dataset`` maps an evaluated
+    benchmark family to the trained model to use instead of ``default`` (LongMemEval ->
+    ``for_longmemeval``, trained without it); ``eval.train_reranker: false`` never trains
+    (accurate mode is then unavailable until the model exists).
+    """
+    if "accurate" not in list(cfg.eval.modes):
+        return spec, {}
+    info: dict[str, Any] = {"trained": spec.rerank.trained, "model": spec.rerank.model}
+    choice = (to_plain(cfg.eval.get("reranker_by_dataset")) or {}).get(family(dataset.name))
+    if spec.rerank.model is None and spec.rerank.trained == "default" and choice:
+        spec = dataclasses.replace(spec, rerank=dataclasses.replace(spec.rerank, trained=choice))
+        info.update(trained=choice, chosen_by=f"eval.reranker_by_dataset.{family(dataset.name)}")
+    if cfg.eval.get("train_reranker", True):
+        ensure_trained(spec.rerank, data_dir=cfg.paths.data_dir, progress=bool(cfg.progress))
+    return spec, info
+
+
+def reranker_split(engine: MemoryEngine, dataset: Dataset, queries: Sequence[QueryDef],
+                   modes: Sequence[str]) -> dict[str, Any]:
+    """:func:`split_check` for a run that scores accurate mode (``{}`` otherwise)."""
+    if "accurate" not in modes or engine.reranker is None:
+        return {}
+    card = engine.reranker.identity().get("card")
+    return {"split": split_check(card, dataset,
+                                 {str(q.conversation or q.gold_space) for q in queries})}
+
+
+@hydra.main(version_base="1.3", config_path="../conf", config_name="train_reranker")
+def main(cfg: DictConfig) -> None:
+    """Hydra entry point: train (or keep) the recipe's model and print its card."""
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    recipe = recipe_from_config(cfg)
+    result = train(recipe, spec=engine_spec(cfg), data_dir=cfg.paths.data_dir,
+                   cache_dir=cfg.paths.cache_dir, progress=bool(cfg.progress),
+                   force=bool(cfg.force))
+    print((result.path / CARD_MARKDOWN).read_text() if (result.path / CARD_MARKDOWN).exists()
+          else json.dumps(result.card, indent=2))
+    print(f"model: {result.path}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,99 @@
+"""One request's whole filter, compiled to one SQL predicate per space.
+
+    eligible(m) = scope(m) AND memory_type(m) AND tags(m) AND tag_groups(m)
+                  AND recorded_at(m) <= as_of
+                  AND event_end(m) >= occurred_after AND event_start(m) <= occurred_before
+
+with ``event_start = COALESCE(occurred_start, timestamp)`` and
+``event_end = COALESCE(occurred_end, occurred_start, timestamp)``: the event window, falling
+back to the memory's ``timestamp`` when its text names no date. The time test is an *overlap*
+test, so an event that spans an edge of ``[occurred_after, occurred_before]`` counts as inside.
+Instants are stored in one canonical text form (``format_instant``), so text comparison is
+time order.
+
+The predicate goes into every channel's candidate query (faiss ``IDSelectorBatch`` over
+``Store.eligible_rowids``, the FTS5 ``WHERE``, the temporal and graph channels' SQL): filters
+never run on a channel's output, so an excluded memory never takes a slot.
+
+``query_timestamp`` is deliberately absent: it moves "now" for reading relative dates and for
+ranking, and removes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from memory_core.config import EngineSpec
+from memory_core.filters import fuzzy
+from memory_core.filters.scope import memory_type_filter, scope_only_filter
+from memory_core.filters.tag_groups import (Match, Resolve, compile_groups, leaves,
+                                            parse_groups, tags_sql)
+from memory_core.store import SqlFilter, Store
+from memory_core.types import RetrieveRequest
+
+EVENT_START = "COALESCE(m.occurred_start, m.timestamp)"
+EVENT_END = "COALESCE(m.occurred_end, m.occurred_start, m.timestamp)"
+
+
+def event_overlap(after: str | None, before: str | None) -> SqlFilter:
+    """Memories whose event window (fallback: timestamp) overlaps ``[after, before]``
+    (either bound may be open). Bounds are canonical instants."""
+    clauses: list[str] = []
+    params: list[Any] = []
+    if after is not None:
+        clauses.append(f"{EVENT_END} >= ?")
+        params.append(after)
+    if before is not None:
+        clauses.append(f"{EVENT_START} <= ?")
+        params.append(before)
+    return SqlFilter(" AND ".join(clauses), tuple(params)) if clauses else SqlFilter()
+
+
+def as_of_filter(as_of: str | None) -> SqlFilter:
+    """Memories recorded at or before ``as_of`` (the store as it was then)."""
+    return SqlFilter() if as_of is None else SqlFilter("m.recorded_at <= ?", (as_of,))
+
+
+class FuzzyResolver:
+    """Resolves fuzzy leaves against one space's tag vocabulary, loaded on first use, and
+    remembers what each named tag resolved to (for the receipt)."""
+
+    def __init__(self, store: Store, space_id: str, spec: EngineSpec):
+        self.store = store
+        self.space_id = space_id
+        self.spec = spec.tags
+        self._vocabulary: fuzzy.Vocabulary | None = None
+        self.resolved: dict[str, list[str]] = {}
+
+    def __call__(self, tags: Sequence[str]) -> tuple[str, ...]:
+        if self._vocabulary is None:
+            self._vocabulary = fuzzy.Vocabulary.build(
+                self.store.tag_vocabulary(self.space_id, self.spec.fuzzy_vocabulary))
+        out: dict[str, None] = {}
+        for tag in tags:
+            found = fuzzy.resolve_tag(tag, self._vocabulary, self.spec)
+            self.resolved[tag] = list(found[1:])
+            out.update(dict.fromkeys(found))
+        return tuple(out)
+
+
+def compile_filter(request: RetrieveRequest, store: Store, space_id: str, spec: EngineSpec,
+                   trace: dict[str, Any] | None = None) -> SqlFilter:
+    """The full eligibility predicate of ``request`` in ``space_id`` (see the module formula).
+
+    ``trace``, when given, receives what fuzzy resolution added per named tag.
+    """
+    flt = scope_only_filter(request).and_(memory_type_filter(request))
+    if request.tags:
+        flt = flt.and_(tags_sql(request.tags, Match(request.tags_match)))
+    if request.tag_groups:
+        nodes = parse_groups(list(request.tag_groups), spec.tags, spec.reserved_tag_prefix)
+        resolver = None
+        if any(leaf.resolve is Resolve.FUZZY for leaf in leaves(nodes)):
+            resolver = FuzzyResolver(store, space_id, spec)
+        flt = flt.and_(compile_groups(nodes, resolver))
+        if resolver is not None and trace is not None:
+            trace["fuzzy"] = dict(resolver.resolved)
+    flt = flt.and_(as_of_filter(request.as_of))
+    return flt.and_(event_overlap(request.occurred_after, request.occurred_before))

@@ -1,0 +1,287 @@
+"""The dashboard's views, driven through ``streamlit.testing.v1.AppTest`` on a tiny run.
+
+Expected values are read independently from the run's files and store (not through the app),
+so each test checks what the page shows against the data it claims to show.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from pathlib import Path
+
+import polars as pl
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from experiments.stats import paired_test
+from memory_core import MemoryEngine
+from memory_core.types import SearchedEntry, frozen_map
+
+APP = Path(__file__).resolve().parents[2] / "app.py"
+pytestmark = pytest.mark.model
+
+
+@pytest.fixture
+def app(tiny_outputs, monkeypatch):
+    monkeypatch.setenv("MEMORY_CORE_OUTPUTS", str(tiny_outputs["outputs"]))
+    at = AppTest.from_file(str(APP), default_timeout=120)
+    at.run()
+    assert not at.exception
+    return at
+
+
+def _select_run(at: AppTest, run: Path) -> AppTest:
+    at.selectbox(key="run").set_value(str(run)).run()
+    assert not at.exception
+    return at
+
+
+def _per_query(run: Path) -> pl.DataFrame:
+    return pl.read_parquet(run / "per_query.parquet")
+
+
+def _frame(at: AppTest, *columns: str):
+    """The first dataframe on the page that has all ``columns`` (AppTest exposes no key)."""
+    for df in at.dataframe:
+        if set(columns) <= set(df.value.columns):
+            return df.value
+    raise AssertionError(f"no dataframe with columns {columns}")
+
+
+def _table_with(at: AppTest, *columns: str):
+    """The first static table on the page that has all ``columns``."""
+    for t in at.table:
+        if set(columns) <= set(t.value.columns):
+            return t.value
+    raise AssertionError(f"no table with columns {columns}")
+
+
+def _markdowns(at: AppTest) -> list[str]:
+    return [m.value for m in at.markdown]
+
+
+def test_per_query_view_shows_kept_dropped_and_block(app, tiny_outputs):
+    run = tiny_outputs["smoke"]
+    _select_run(app, run)
+    pq = _per_query(run)
+    # a query whose receipt cut by limit as well as by dedup
+    with MemoryEngine.open(run / "store") as eng:
+        receipts = {rid: eng.get_receipt(rid) for rid in pq["receipt_id"].to_list()}
+    rid, receipt = next((r, rc) for r, rc in receipts.items()
+                        if {"limit", "dedup"} <= {d.reason.value for d in rc.dropped})
+    app.selectbox(key="receipt_id").set_value(rid).run()
+    assert not app.exception
+
+    row = pq.filter(pl.col("receipt_id") == rid).row(0, named=True)
+    assert app.subheader[0].value == row["text"]
+    kept = app.table[0].value
+    assert list(kept["memory_id"]) == [k.memory_id for k in receipt.kept]
+    assert list(kept["rank"]) == [k.rank for k in receipt.kept]
+    assert list(kept["score"]) == pytest.approx([k.score for k in receipt.kept])
+    assert "rank_dense" in kept.columns and "rank_keyword" in kept.columns
+    assert kept["content"].str.len().min() > 0
+    # gold marked on the kept rows that retrieve the query's gold (near-verbatim: top hit)
+    if row["recall@5"] == 1.0:
+        assert kept["gold"].any()
+
+    counts = Counter(d.reason.value for d in receipt.dropped)
+    md = _markdowns(app)
+    assert f"#### Kept ({len(receipt.kept)})" in md
+    assert f"#### Dropped ({len(receipt.dropped)})" in md
+    for reason, n in counts.items():
+        assert f"**{reason}** · {n} cut" in md
+    drop_tables = [t.value for t in app.table][1:]
+    assert sum(len(t) for t in drop_tables) == len(receipt.dropped)
+    limit_table = drop_tables[[r for r in ("dedup", "min_score", "limit", "token_budget")
+                               if r in counts].index("limit")]
+    limit_drops = [d for d in receipt.dropped if d.reason.value == "limit"]
+    assert list(limit_table["rank_at_cut"]) == [d.rank for d in limit_drops]
+    assert list(limit_table["score"]) == pytest.approx([d.score for d in limit_drops])
+
+    block = app.code[0].value.splitlines()
+    assert len(block) == len(receipt.kept) and block[0].startswith("1. ")
+
+
+def test_run_view_metrics_curves_and_worst_queries(app, tiny_outputs):
+    run = tiny_outputs["smoke"]
+    _select_run(app, run)
+    app.radio(key="view").set_value("Run").run()
+    assert not app.exception
+    pq = _per_query(run)
+
+    metrics_table = _frame(app, "mode", "view", "kind", "n", "recall@1")
+    assert set(metrics_table["kind"]) == {"all", *pq["kind"].unique().to_list()}
+    curves = _frame(app, "k", "mean")
+    # every k up to the limit (per-query recall_curve) or the scored cut-offs
+    assert {1, 3, 5} <= set(curves["k"]) <= {1, 2, 3, 4, 5}
+    for k in (1, 3, 5):  # the curve agrees with the run's scored recall@k columns
+        expected = pq.filter(pl.col("view") == "raw_turns")[f"recall@{k}"].mean()
+        got = curves[(curves["view"] == "raw_turns") & (curves["k"] == k)]["mean"].iloc[0]
+        assert got == pytest.approx(expected)
+
+    app.selectbox(key="worst_metric").set_value("recall@1").run()
+    worst = _frame(app, "open", "receipt_id")
+    missed = pq.filter(pl.col("recall@1") < 1.0)
+    assert len(worst) == missed.height > 0
+    assert (worst["recall@1"] < 1.0).all()
+    assert all(u.startswith("?") and "receipt=rcpt_" in u for u in worst["open"])
+
+    # filter by kind: only multi-subject questions remain
+    app.multiselect(key="run_kinds").set_value(["multi_subject"]).run()
+    worst = _frame(app, "open", "receipt_id")
+    assert set(worst["kind"]) == {"multi_subject"}
+    assert len(worst) == missed.filter(pl.col("kind") == "multi_subject").height
+
+    # open a worst query's receipt in the per-query view
+    pick = worst["receipt_id"].iloc[0]
+    app.selectbox(key="worst_pick").set_value(pick).run()
+    app.button(key="open_worst").click().run()
+    assert not app.exception
+    assert app.radio(key="view").value == "Per-query"
+    assert app.selectbox(key="receipt_id").value == pick
+    text = pq.filter(pl.col("receipt_id") == pick)["text"][0]
+    assert app.subheader[0].value == text
+
+
+def test_playground_runs_live_queries_and_shows_errors(app, tiny_outputs):
+    run = tiny_outputs["smoke"]
+    _select_run(app, run)
+    app.radio(key="view").set_value("Playground").run()
+    assert not app.exception
+    with MemoryEngine.open(run / "store") as eng:
+        modes = sorted(m.value for m in eng.available_modes)
+    assert app.selectbox(key="pg_mode").options == modes
+
+    app.selectbox(key="pg_space").set_value("payments")
+    app.slider(key="pg_limit").set_value(3)
+    app.text_input(key="pg_query").input("Who owns the pricing table?").run()
+    assert not app.exception and not app.error
+    results = _frame(app, "rank", "content")
+    assert 0 < len(results) <= 3
+    assert "pricing table" in results["content"].iloc[0]
+    md = _markdowns(app)
+    assert f"#### Kept ({len(results)})" in md  # the live receipt is shown
+    assert any(m.startswith("**limit**") for m in md)
+
+    # a min_score floor: every cut below it is a min_score drop in the receipt
+    app.toggle(key="pg_use_min").set_value(True).run()
+    app.number_input(key="pg_min").set_value(0.7).run()
+    results = _frame(app, "rank", "content")
+    assert (results["score"] >= 0.7).all()
+    assert any(m.startswith("**min_score**") for m in _markdowns(app))
+
+    # unsupported toggles are disabled with the engine's reason, and never sent
+    from experiments import readers
+
+    with MemoryEngine.open(run / "store") as eng:
+        expand_off = readers.field_support(eng, "expand_query", True, "payments")
+        route_off = readers.field_support(eng, "route", "auto", None)
+    assert app.toggle(key="pg_expand").disabled == (expand_off is not None)
+    assert app.toggle(key="pg_route").disabled == (route_off is not None)
+    if expand_off is None and route_off is None:  # both built: a routed, expanded read
+        app.toggle(key="pg_use_min").set_value(False)
+        app.toggle(key="pg_route").set_value(True)
+        app.toggle(key="pg_expand").set_value(True)
+        app.text_input(key="pg_query").input(
+            "Who owns the pricing table and when did the refund flow move?").run()
+        assert not app.exception and not app.error
+        md = _markdowns(app)
+        assert "#### Routing: spaces searched" in md and "#### Expansion subjects" in md
+        assert "Every eligible space's score:" in md
+        assert "- Who owns the pricing table\n- when did the refund flow move" in md
+        searched = _table_with(app, "order", "space_id", "confidence")
+        assert set(searched["space_id"]) <= {"payments", "mobile"}
+        app.toggle(key="pg_route").set_value(False)
+        app.toggle(key="pg_expand").set_value(False).run()
+
+    # a request the engine refuses is shown as its error, nothing else
+    app.text_input(key="pg_query").input("   ").run()
+    assert not app.exception
+    assert "validation_error" in app.error[0].value and "empty_query" in app.error[0].value
+    assert not app.dataframe
+
+    # the playground's receipts are kept in the store: the per-query view lists them
+    app.radio(key="view").set_value("Per-query").run()
+    assert len(app.selectbox(key="receipt_id").options) == _per_query(run).height
+    app.toggle(key="all_receipts").set_value(True).run()
+    assert any(o.endswith("· payments · Who owns the pricing table?")
+               for o in app.selectbox(key="receipt_id").options)
+
+
+def test_compare_view_matches_paired_test(app, tiny_outputs):
+    app.radio(key="view").set_value("Compare").run()
+    a, b = tiny_outputs["smoke"], tiny_outputs["keyword_only"]
+    app.selectbox(key="cmp_run_A").set_value(str(a))
+    app.selectbox(key="cmp_run_B").set_value(str(b)).run()
+    app.selectbox(key="cmp_view_A").set_value("with_observations")
+    app.selectbox(key="cmp_view_B").set_value("with_observations")
+    app.selectbox(key="cmp_metric").set_value("recall@1").run()
+    assert not app.exception
+
+    def scores(run):
+        df = _per_query(run).filter(pl.col("view") == "with_observations")
+        return dict(zip(df["query_id"], df["recall@1"], strict=True)), \
+            dict(zip(df["query_id"], df["conversation"], strict=True))
+
+    sa, clusters = scores(a)
+    sb, _ = scores(b)
+    expected = paired_test(sa, sb, clusters=clusters, n_resamples=2000, seed=0)
+    shown = {m.label: m.value for m in app.metric}
+    assert shown["wins / losses / ties"] == f"{expected.wins} / {expected.losses} / {expected.ties}"
+    assert shown["A − B"] == f"{expected.delta:+.3f}"
+    assert shown["p (paired randomization)"] == f"{expected.p_value:.4f}"
+    table = _frame(app, "outcome", "delta")
+    assert len(table) == expected.wins + expected.losses
+    assert set(table["outcome"]) <= {"win", "loss"}
+
+
+def test_store_directory_shows_routing_and_subjects(tiny_outputs, tmp_path, hash_embedder,
+                                                    monkeypatch):
+    """A receipt with ``searched`` entries and expansion subjects (as routing and expand_query
+    will write them) is shown in full; the store is opened as a plain store directory."""
+    store = tmp_path / "store"
+    with MemoryEngine.open(store, embedder=hash_embedder) as eng:
+        eng.create_space("payments", description="Payments team")
+        for text in ("Priya owns the pricing table.", "The payments team moved to Stripe.",
+                     "Bob cut failed charges by 24 percent."):
+            eng.write("payments", text)
+        resp = eng.retrieve(query="Who owns pricing and what moved?", space_id="payments",
+                            limit=2, receipt=True)
+        base = eng.get_receipt(resp.receipt_id)
+        routed = dataclasses.replace(
+            base, receipt_id="rcpt_routed",
+            searched=(SearchedEntry("payments", 0.91, None), SearchedEntry("mobile", 0.12,
+                                                                           "search_failed")),
+            stages=frozen_map({**base.stages, "subjects": ["who owns pricing", "what moved"]}))
+        eng.store.save_receipt(routed)
+    monkeypatch.setenv("MEMORY_CORE_OUTPUTS", str(tmp_path / "no-outputs"))
+    at = AppTest.from_file(str(APP), default_timeout=120)
+    at.run()
+    assert at.sidebar.warning  # no run under the outputs directory: said so
+    at.radio(key="source").set_value("Store directory").run()
+    at.text_input(key="store_dir").input(str(store)).run()
+    at.selectbox(key="receipt_id").set_value("rcpt_routed").run()
+    assert not at.exception
+    md = _markdowns(at)
+    assert "#### Routing: spaces searched" in md
+    searched = at.table[0].value
+    assert list(searched["space_id"]) == ["payments", "mobile"]
+    assert list(searched["confidence"]) == pytest.approx([0.91, 0.12])
+    assert list(searched["reason"])[1] == "search_failed"
+    assert "- who owns pricing\n- what moved" in md
+    assert f"#### Kept ({len(base.kept)})" in md
+
+
+def test_deep_link_opens_a_receipt(tiny_outputs, monkeypatch):
+    run = tiny_outputs["smoke"]
+    rid = _per_query(run)["receipt_id"][3]
+    monkeypatch.setenv("MEMORY_CORE_OUTPUTS", str(tiny_outputs["outputs"]))
+    at = AppTest.from_file(str(APP), default_timeout=120)
+    at.query_params["view"] = "query"
+    at.query_params["run"] = str(run)
+    at.query_params["receipt"] = rid
+    at.run()
+    assert not at.exception
+    assert at.selectbox(key="run").value == str(run)
+    assert at.selectbox(key="receipt_id").value == rid

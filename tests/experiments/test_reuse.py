@@ -1,0 +1,72 @@
+"""experiments.reuse: a store built once, read by retrieval-only variants (no model)."""
+
+import dataclasses
+
+import pytest
+
+from experiments import reuse
+from experiments.data.synthetic import WorldSpec, generate_world
+from experiments.ingest import ingest
+from memory_core import MemoryEngine
+from memory_core.config import EngineSpec, FusionSpec, spec_from_mapping
+
+WORLD = WorldSpec(seed=1, n_spaces=2, facts_per_space=6, multi_subject_queries=1,
+                  unanswerable_queries=1, near_duplicates=1, observations_per_space=1)
+
+
+@pytest.fixture
+def built(tmp_path, hash_embedder):
+    dataset = generate_world(WORLD)
+    spec = EngineSpec()
+    src = tmp_path / "src"
+    with MemoryEngine.open(src / "store", spec, embedder=hash_embedder) as eng:
+        ids = ingest(eng, dataset, progress=False)
+    print_ = reuse.fingerprint(dataset, {"name": "synthetic"}, spec)
+    reuse.save(src, ids, print_)
+    return dataset, spec, src, ids, print_
+
+
+def test_restore_copies_store_and_ids(built, tmp_path, hash_embedder):
+    dataset, spec, src, ids, print_ = built
+    dst = tmp_path / "dst"
+    dst.mkdir()
+    got = reuse.restore(src, dst, print_)
+    assert got.key_of == ids.key_of and got.id_of == ids.id_of
+    assert got.sources == ids.sources and got.session_of == ids.session_of
+    # a read-time variant (weighted fusion, BM25 only) reads the copy
+    variant = spec_from_mapping(EngineSpec, {"fusion": {"method": "weighted"},
+                                             "channels": {"dense": False}})
+    assert reuse.fingerprint(dataset, {"name": "synthetic"}, variant) == print_
+    q = next(q for q in dataset.queries if q.answerable)
+    with MemoryEngine.open(dst / "store", variant, embedder=hash_embedder) as eng:
+        resp = eng.retrieve(query=q.text, space_id=q.gold_space, limit=5, receipt=True)
+        assert eng.store.get_receipt(resp.receipt_id) is not None  # written to the copy
+    assert resp.results and all(r.memory_id in got.key_of for r in resp.results)
+    with MemoryEngine.open(src / "store", spec, embedder=hash_embedder) as eng:
+        assert eng.store.get_receipt(resp.receipt_id) is None  # the source was not written
+
+
+def test_write_time_or_data_changes_refuse_reuse(built, tmp_path):
+    dataset, spec, src, _, _ = built
+    dst = tmp_path / "dst"
+    dst.mkdir()
+    other_dedup = dataclasses.replace(spec, dedup=dataclasses.replace(spec.dedup, num_perm=32))
+    with pytest.raises(reuse.ReuseError, match="engine_write_time.dedup.num_perm"):
+        reuse.restore(src, dst, reuse.fingerprint(dataset, {"name": "synthetic"}, other_dedup))
+    with pytest.raises(reuse.ReuseError, match="data.n_spaces"):
+        reuse.restore(src, dst, reuse.fingerprint(dataset, {"name": "synthetic", "n_spaces": 3},
+                                                  spec))
+    with pytest.raises(reuse.ReuseError, match="no store/ and ingest.json"):
+        reuse.restore(tmp_path / "nowhere", dst, {})
+    assert not (dst / "store").exists()  # nothing copied on refusal
+    print_ = reuse.fingerprint(dataset, {"name": "synthetic"}, spec)
+    reuse.restore(src, dst, print_)
+    with pytest.raises(reuse.ReuseError, match="fresh run directory"):
+        reuse.restore(src, dst, print_)
+
+
+def test_fingerprint_ignores_read_time_groups(built):
+    dataset, spec, *_ = built
+    read_only = dataclasses.replace(spec, fusion=FusionSpec(method="weighted", norm="zscore"),
+                                    default_limit=5)
+    assert reuse.fingerprint(dataset, {}, read_only) == reuse.fingerprint(dataset, {}, spec)
