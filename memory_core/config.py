@@ -50,9 +50,9 @@ class ChannelsSpec:
     # hub entities (held by more than max(graph_hub_floor, graph_max_share * N) memories of the
     # space, e.g. a conversation's speakers) are not followed
     graph_max_share: float = 0.05
-    graph_hub_floor: int = 20
+    graph_hub_floor: int = 2
     # the graph list's ranks start after this many places (expansion ranks below its seeds)
-    graph_rank_offset: int = 50
+    graph_rank_offset: int = 0
 
 
 @dataclass(frozen=True)

@@ -16,15 +16,17 @@ the lower row.
 
 The list is the seeds first, in their fused order, then the neighbours by score: the
 neighbourhood is anchored on the hits it grew from. (Listing neighbours alone boosts every
-neighbour of the top hits *over* those hits: on LoCoMo that cost 0.03 recall@1.)
+neighbour of the top hits *over* those hits: with the hub rule below, that still cost
+0.025 recall@1 on LoCoMo.)
 
 Ranks start at ``rank_offset + 1`` (0 by default): a larger offset weakens the whole list
 under reciprocal-rank fusion (``1 / (k + rank)``).
 
 Hub entities link nothing: an entity held by more than ``max(hub_floor, max_share * N)``
 memories (a conversation's speaker names, a team's own name) is not followed. Without this
-rule every turn of a speaker neighbours every other, and the list is noise (on LoCoMo it cost
-0.075 recall@1 and 2.6x the latency; see the README's measured figures).
+rule every turn of a speaker neighbours every other, and the list is noise (on LoCoMo, fast
+mode, the first version, with neither this rule nor the anchoring above, cost 0.075
+recall@1; the README's "Filters, scopes, time and entities" has the measured figures).
 
 ``as_of`` skips this channel (the pipeline does not call it): expansion follows links as they
 are now, which an as-of read must not see.

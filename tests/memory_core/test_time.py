@@ -245,7 +245,7 @@ def test_temporal_channel_uses_event_time_before_timestamp(hash_embedder):
     assert boosted == {sent_late, sent_in}  # event time first, timestamp only as fallback
 
 
-def test_temporal_channel_can_be_switched_off(quarterly, hash_embedder):
+def test_temporal_channel_can_be_switched_off(hash_embedder):
     eng = _engine(hash_embedder, Clock(BASE), temporal=False)
     eng.write("s", "Status report.", timestamp="2024-01-15T12:00:00Z")
     resp = eng.retrieve(query="status report last quarter", space_id="s", receipt=True)
