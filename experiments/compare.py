@@ -34,6 +34,7 @@ from typing import Any
 
 import polars as pl
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from experiments.report import kind_order
@@ -165,10 +166,15 @@ def _side(frame: pl.DataFrame, mode: str, view: str, metrics: Sequence[str]) -> 
 
 def compare(a: Run, b: Run, *, metrics: Sequence[str] | None = None,
             mode_a: str | None = None, mode_b: str | None = None,
-            views: Sequence[str] | None = None, intersect: bool = False,
+            views: Sequence[str] | None = None, groups: Sequence[str] | None = None,
+            intersect: bool = False,
             method: PairedMethod | str = PairedMethod.RANDOMIZATION,
             n_resamples: int = 10_000, seed: int = 0) -> tuple[list[Row], list[str]]:
-    """Every paired comparison row, and notes (left-out queries, missing metrics)."""
+    """Every paired comparison row, and notes (left-out queries, missing metrics).
+
+    ``groups`` keeps only these groups (headline names, ``all``, kinds): the Holm family is
+    the rows returned, so a smaller, pre-chosen family keeps more power.
+    """
     _check_same_data(a, b)
     notes: list[str] = []
     common = [m for m in a.metrics if m in set(b.metrics)]
@@ -182,7 +188,7 @@ def compare(a: Run, b: Run, *, metrics: Sequence[str] | None = None,
         notes.append(f"metrics in one run only (not compared): {only}")
     if not common:
         raise CompareError("the runs have no metric column in common")
-    groups = {**a.headline, **{k: v for k, v in b.headline.items() if k not in a.headline}}
+    named = {**a.headline, **{k: v for k, v in b.headline.items() if k not in a.headline}}
     rows: list[Row] = []
     for ma, mb, view in _pairs(a, b, mode_a, mode_b, views):
         left = _side(a.frame, ma, view, common)
@@ -197,9 +203,11 @@ def compare(a: Run, b: Run, *, metrics: Sequence[str] | None = None,
             notes.append(diff + " (compared on the shared ones)")
         joined = left.join(right.select(["query_id", *common]), on="query_id", suffix="__b")
         kinds = joined["kind"].to_list()
-        plan = [*[(g, set(ks)) for g, ks in groups.items()], ("all", None),
+        plan = [*[(g, set(ks)) for g, ks in named.items()], ("all", None),
                 *[(k, {k}) for k in kind_order(kinds)]]
         for group, members in plan:
+            if groups and group not in groups:
+                continue
             sub = joined if members is None else joined.filter(pl.col("kind").is_in(list(members)))
             if sub.height == 0:
                 continue
@@ -218,6 +226,8 @@ def compare(a: Run, b: Run, *, metrics: Sequence[str] | None = None,
                 rows.append(Row(ma, mb, view, group, metric, res.n, len(set(convs)),
                                 res.mean_a, res.mean_b, res.delta, res.ci_low, res.ci_high,
                                 res.p_value, res.p_value, res.wins, res.losses, res.ties))
+    if not rows:
+        raise CompareError(f"nothing to compare: no query in the groups {list(groups or [])}")
     adjusted = holm([r.p_value for r in rows])
     rows = [Row(**{**asdict(r), "p_holm": p}) for r, p in zip(rows, adjusted, strict=True)]
     return rows, notes
@@ -250,6 +260,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--mode-a", help="mode of run A to compare (default: each shared mode)")
     parser.add_argument("--mode-b", help="mode of run B to compare")
     parser.add_argument("--view", action="append", help="view(s) to compare (default: shared)")
+    parser.add_argument("--groups", help="comma-separated groups to show, e.g. cat1-4,all "
+                                         "(default: headline groups, all, every kind)")
     parser.add_argument("--method", choices=[m.value for m in PairedMethod],
                         default=PairedMethod.RANDOMIZATION.value)
     parser.add_argument("--n-resamples", type=int, default=10_000)
@@ -263,17 +275,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         a, b = load_run(args.run_a), load_run(args.run_b)
         rows, notes = compare(
             a, b, metrics=args.metrics.split(",") if args.metrics else None,
-            mode_a=args.mode_a, mode_b=args.mode_b, views=args.view, intersect=args.intersect,
+            mode_a=args.mode_a, mode_b=args.mode_b, views=args.view,
+            groups=args.groups.split(",") if args.groups else None, intersect=args.intersect,
             method=args.method, n_resamples=args.n_resamples, seed=args.seed)
     except CompareError as exc:
-        console.print(f"[red]cannot compare:[/red] {exc}")
+        console.print(f"[red]cannot compare:[/red] {escape(str(exc))}")
         return 2
     console.print(render(rows, a, b))
     console.print(f"paired {args.method} test over queries clustered by conversation; "
                   f"{args.n_resamples} resamples, seed {args.seed}; bold = Holm-adjusted "
                   "p < 0.05 over all rows shown.")
     for note in notes:
-        console.print(f"[yellow]note:[/yellow] {note}")
+        console.print(f"[yellow]note:[/yellow] {escape(note)}")
     if args.json:
         args.json.write_text(json.dumps({"run_a": str(a.path), "run_b": str(b.path),
                                          "method": args.method, "notes": notes,

@@ -32,10 +32,12 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -88,6 +90,19 @@ PRESETS: tuple[Preset, ...] = (
 )
 
 
+class Status(StrEnum):
+    """How a tracked cell compares with its baseline (the failing ones are upper case)."""
+
+    OK = "ok"
+    IMPROVED = "improved"
+    NEW = "NEW"
+    REGRESSED = "REGRESSED"
+    MISSING = "MISSING"
+
+
+FAILING = frozenset({Status.REGRESSED, Status.MISSING})
+
+
 @dataclass(frozen=True)
 class Check:
     """One tracked cell compared with its baseline."""
@@ -96,11 +111,11 @@ class Check:
     baseline: float | None
     now: float | None
     tolerance: float
-    status: str  # "ok" | "improved" | "REGRESSED" | "MISSING" | "NEW"
+    status: Status
 
     @property
     def failed(self) -> bool:
-        return self.status in ("REGRESSED", "MISSING")
+        return self.status in FAILING
 
 
 @dataclass(frozen=True)
@@ -234,15 +249,15 @@ def compare(preset: Preset, baseline: Mapping[str, Any], meta: Mapping[str, Any]
         t = per_metric.get(metric, default_tol)
         b, n = base.get(cell), now.get(cell)
         if cell not in now or n is None:
-            status = "MISSING"
+            status = Status.MISSING
         elif cell not in base or b is None:
-            status = "NEW"
+            status = Status.NEW
         elif n < b - t - 1e-12:
-            status = "REGRESSED"
+            status = Status.REGRESSED
         elif n > b + t + 1e-12:
-            status = "improved"
+            status = Status.IMPROVED
         else:
-            status = "ok"
+            status = Status.OK
         checks.append(Check(cell, b, n, t, status))
     return Outcome(preset.name, tuple(checks), tuple(problems), seconds=seconds)
 
@@ -255,13 +270,13 @@ def render(outcome: Outcome, verbose: bool = False, title: str | None = None) ->
     for col in ("cell (mode/view/group/metric)", "baseline", "now", "Δ", "tolerance", "status"):
         t.add_column(col, justify="left" if col.startswith(("cell", "status")) else "right")
     for c in outcome.checks:
-        if not verbose and c.status == "ok":
+        if not verbose and c.status is Status.OK:
             continue
         delta = ("" if c.baseline is None or c.now is None else f"{c.now - c.baseline:+.4f}")
-        style = {"REGRESSED": "bold red", "MISSING": "bold red", "improved": "green",
-                 "NEW": "yellow"}.get(c.status)
-        t.add_row(c.cell, _fmt(c.baseline), _fmt(c.now), delta, f"{c.tolerance:.4f}", c.status,
-                  style=style)
+        style = {Status.REGRESSED: "bold red", Status.MISSING: "bold red",
+                 Status.IMPROVED: "green", Status.NEW: "yellow"}.get(c.status)
+        t.add_row(c.cell, _fmt(c.baseline), _fmt(c.now), delta, f"{c.tolerance:.4f}",
+                  c.status.value, style=style)
     return t
 
 
@@ -292,7 +307,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         why = data_available(preset.needs)
         if why is not None:
             outcomes.append(Outcome(preset.name, skipped=why))
-            console.print(f"[yellow]{preset.name}: skipped[/yellow] ({why})")
+            console.print(f"[yellow]{preset.name}: skipped[/yellow] ({escape(why)})")
             continue
         path = args.baselines / f"{preset.name}.json"
         if not args.update and not path.is_file():
@@ -300,7 +315,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"no baseline at {path}; create it with --update",)))
             console.print(f"[red]{preset.name}: no baseline at {path}[/red]")
             continue
-        console.print(f"[bold]{preset.name}[/bold]: {' '.join(preset.overrides)}")
+        console.print(f"[bold]{preset.name}[/bold]: {escape(' '.join(preset.overrides))}")
         t0 = time.perf_counter()
         meta = run_preset(preset, args.out / preset.name)
         seconds = time.perf_counter() - t0
@@ -312,7 +327,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             if old is not None:
                 outcome = compare(preset, old, meta, seconds)
                 for problem in outcome.problems:
-                    console.print(f"[yellow]{preset.name}: {problem}[/yellow]")
+                    console.print(f"[yellow]{preset.name}: {escape(problem)}[/yellow]")
                 console.print(render(outcome, title=f"{preset.name}: changes against the "
                                                     "previous baseline"))
             console.print(f"[green]wrote {path}[/green] ({seconds:.0f} s)")
@@ -321,7 +336,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         outcome = compare(preset, json.loads(path.read_text()), meta, seconds)
         outcomes.append(outcome)
         for problem in outcome.problems:
-            console.print(f"[bold red]{preset.name}: {problem}[/bold red]")
+            console.print(f"[bold red]{preset.name}: {escape(problem)}[/bold red]")
         console.print(render(outcome, args.verbose))
     failed = [o.preset for o in outcomes if o.failed]
     ran = [o.preset for o in outcomes if o.skipped is None]

@@ -8,12 +8,19 @@ of everything that decides the store's content:
 
 - the dataset (name, file sha256s, the ``data`` config, memory and space counts);
 - the engine settings that act at write time: the whole :class:`EngineSpec` except the
-  read-time groups in :data:`READ_TIME` (channels, fusion, rerank, context, defaults).
+  read-time groups in :data:`READ_TIME` (channels, fusion, rerank, context, tag-filter limits,
+  routing, request defaults). A group not listed there counts as write-time: an unknown
+  setting refuses reuse rather than risk a store built differently;
+- the engine's code: sha256 over ``memory_core/**/*.py`` (:func:`code_sha256`), since the
+  write path (MinHash, dates and entities read from the text) is code, not settings.
 
 With ``eval.reuse_store`` the run copies that store into its own directory (the source is
 never written to) and reads the mapping instead of ingesting, after checking that the
 fingerprint is identical; any difference is an error naming the differing keys, never a
-silent reuse. ``metrics.json`` records the source run (``reused_store``).
+silent reuse. Only a code difference can be waived, with ``eval.reuse_allow_code_change:
+true`` (e.g. a BM25-only variant, which reads nothing the changed write path produced); the
+waiver is recorded. ``metrics.json`` records the provenance (``reused_store``: source run,
+the code that built the store and the code that read it).
 
 Example:
     python -m experiments.run experiment=longmemeval                       # builds, ~1 h
@@ -24,6 +31,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import shutil
 from collections.abc import Mapping
@@ -36,12 +44,27 @@ from memory_core.config import EngineSpec
 
 MANIFEST = "ingest.json"
 STORE = "store"
-READ_TIME = frozenset({"channels", "fusion", "rerank", "context", "default_mode",
-                       "default_limit", "max_limit"})
+READ_TIME = frozenset({"channels", "fusion", "rerank", "context", "tags", "routing",
+                       "default_mode", "default_limit", "max_limit"})
 
 
 class ReuseError(ValueError):
     """The requested store cannot be reused for this run (the message says why)."""
+
+
+CODE_KEY = "engine_code"
+
+
+def code_sha256() -> str:
+    """sha256 over the engine's source (``memory_core/**/*.py``: relative path and bytes)."""
+    import memory_core
+
+    root = Path(memory_core.__file__).resolve().parent
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        digest.update(path.relative_to(root).as_posix().encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
 
 
 def fingerprint(dataset: Dataset, data_cfg: Mapping[str, Any], spec: EngineSpec) -> dict[str, Any]:
@@ -50,7 +73,7 @@ def fingerprint(dataset: Dataset, data_cfg: Mapping[str, Any], spec: EngineSpec)
     return json.loads(json.dumps({
         "dataset": dataset.name, "sha256": dict(dataset.source_sha256),
         "data": dict(data_cfg), "memories": len(dataset.memories), "spaces": len(dataset.spaces),
-        "engine_write_time": write_time,
+        "engine_write_time": write_time, CODE_KEY: code_sha256(),
     }, default=str, sort_keys=True))
 
 
@@ -85,23 +108,47 @@ def _diff(a: Mapping[str, Any], b: Mapping[str, Any], prefix: str = "") -> list[
     return out
 
 
-def restore(source: str | Path, run_dir: Path, print_: Mapping[str, Any]) -> IdMap:
-    """Copy ``source``'s store into ``run_dir`` and return its id mapping.
-
-    Raises :class:`ReuseError` when ``source`` is not a finished run with a store and an
-    ``ingest.json``, or when its fingerprint differs from ``print_``.
-    """
+def _manifest(source: str | Path) -> tuple[Path, dict[str, Any]]:
     src = Path(source).expanduser()
     manifest = src / MANIFEST
     if not manifest.is_file() or not (src / STORE).is_dir():
         raise ReuseError(f"{src} has no {STORE}/ and {MANIFEST}: give the directory of a "
                          "finished `python -m experiments.run` run")
-    body = json.loads(manifest.read_text())
-    differences = _diff(body["fingerprint"], print_)
+    return src, json.loads(manifest.read_text())
+
+
+def provenance(source: str | Path, print_: Mapping[str, Any]) -> dict[str, Any]:
+    """What ``metrics.json`` records about a reused store."""
+    src, body = _manifest(source)
+    built = body["fingerprint"].get(CODE_KEY)
+    return {"from": str(src), "built_by_code": built, "read_by_code": print_.get(CODE_KEY),
+            "same_code": built == print_.get(CODE_KEY)}
+
+
+def restore(source: str | Path, run_dir: Path, print_: Mapping[str, Any],
+            allow_code_change: bool = False) -> IdMap:
+    """Copy ``source``'s store into ``run_dir`` and return its id mapping.
+
+    Raises :class:`ReuseError` when ``source`` is not a finished run with a store and an
+    ``ingest.json``, or when its fingerprint differs from ``print_`` (a difference in the
+    engine's code only is accepted with ``allow_code_change``).
+    """
+    src, body = _manifest(source)
+    stored = dict(body["fingerprint"])
+    stored["engine_write_time"] = {k: v for k, v in stored.get("engine_write_time", {}).items()
+                                   if k not in READ_TIME}  # READ_TIME may have grown since
+    wanted = dict(print_)
+    if allow_code_change:
+        stored.pop(CODE_KEY, None)
+        wanted.pop(CODE_KEY, None)
+    differences = _diff(stored, wanted)
     if differences:
         shown = "; ".join(differences[:6]) + (f" (and {len(differences) - 6} more)"
                                                if len(differences) > 6 else "")
-        raise ReuseError(f"the store of {src} was built differently: {shown}")
+        hint = (" (the engine's code changed since; rebuild, or set "
+                "eval.reuse_allow_code_change=true if this variant reads nothing the write "
+                "path changed)" if any(d.startswith(CODE_KEY) for d in differences) else "")
+        raise ReuseError(f"the store of {src} was built differently: {shown}{hint}")
     if (run_dir / STORE).exists():
         raise ReuseError(f"{run_dir / STORE} exists already; reuse needs a fresh run directory")
     shutil.copytree(src / STORE, run_dir / STORE)

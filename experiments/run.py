@@ -186,7 +186,8 @@ def run_experiment(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     store_print = reuse.fingerprint(dataset, to_plain(cfg.data), spec)
     reused = cfg.eval.get("reuse_store")
     t0 = time.perf_counter()
-    ids = reuse.restore(reused, run_dir, store_print) if reused else None  # eval.reuse_store
+    ids = reuse.restore(reused, run_dir, store_print, bool(cfg.eval.get(
+        "reuse_allow_code_change"))) if reused else None  # eval.reuse_store
     with MemoryEngine.open(run_dir / "store", spec) as engine:
         if ids is None:
             ids = ingest(engine, dataset, progress=bool(cfg.progress))
@@ -219,7 +220,7 @@ def run_experiment(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
         "notes": [report.OBSERVATION_NOTE, *report.metric_notes(metric_names)],
         "headline": headline,
         "modes_skipped": modes_skipped,
-        "reused_store": str(reused) if reused else None,
+        "reused_store": reuse.provenance(reused, store_print) if reused else None,
         "reranker": reranker_info,
         "mode_comparison": compare_modes(rows, [m for m in metric_names if "recall" in m],
                                          headline, n_resamples=int(cfg.eval.get(

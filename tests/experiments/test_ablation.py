@@ -70,7 +70,8 @@ def test_tiny_multirun_with_reused_store_and_compare(tmp_path):
     metas = [json.loads((sweep / str(i) / "metrics.json").read_text()) for i in (0, 1)]
     assert [m["config"]["channels"]["keyword"] for m in metas] == [True, False]
     assert all(m["config"]["fusion"]["method"] == "weighted" for m in metas)
-    assert all(m["reused_store"] == str(base) for m in metas)
+    assert all(m["reused_store"]["from"] == str(base) and m["reused_store"]["same_code"]
+               for m in metas)
     for m in metas:  # no cross-encoder here: accurate is skipped and the skip recorded
         assert list(m["metrics"]) == ["fast"] and "accurate" in m["modes_skipped"]
         assert set(m["metrics"]["fast"]) == {"with_observations", "raw_turns"}

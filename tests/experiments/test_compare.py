@@ -126,3 +126,17 @@ def test_only_reported_metrics_are_compared(tmp_path):
     a, b = load_run(paths[0]), load_run(paths[1])
     assert a.metrics == ["recall@5"]
     assert {r.metric for r in compare(a, b, n_resamples=100)[0]} == {"recall@5"}
+
+
+def test_groups_choose_the_holm_family(tmp_path):
+    kinds = ["1", "2", "1", "5"]
+    a = load_run(_write_run(tmp_path / "a", [1.0, 1.0, 0.0, 1.0], kinds=kinds,
+                            headline={"h": ["1", "2"]}))
+    b = load_run(_write_run(tmp_path / "b", [0.0, 1.0, 0.0, 0.0], kinds=kinds))
+    every, _ = compare(a, b, n_resamples=200)
+    chosen, _ = compare(a, b, n_resamples=200, groups=["h"])
+    assert [r.group for r in chosen] == ["h"]
+    assert chosen[0].p_value == next(r for r in every if r.group == "h").p_value
+    assert chosen[0].p_holm == chosen[0].p_value  # a family of one: no adjustment
+    with pytest.raises(CompareError, match="nothing to compare"):
+        compare(a, b, n_resamples=200, groups=["nope"])

@@ -70,3 +70,28 @@ def test_fingerprint_ignores_read_time_groups(built):
     read_only = dataclasses.replace(spec, fusion=FusionSpec(method="weighted", norm="zscore"),
                                     default_limit=5)
     assert reuse.fingerprint(dataset, {}, read_only) == reuse.fingerprint(dataset, {}, spec)
+
+
+def test_manifest_from_before_a_group_became_read_time_still_matches(built, tmp_path):
+    import json
+
+    _, _, src, _, print_ = built
+    manifest = src / reuse.MANIFEST
+    body = json.loads(manifest.read_text())
+    body["fingerprint"]["engine_write_time"]["routing"] = {"router": "old"}  # read-time now
+    manifest.write_text(json.dumps(body))
+    dst = tmp_path / "dst"
+    dst.mkdir()
+    assert reuse.restore(src, dst, print_).key_of
+
+
+def test_engine_code_change_refuses_unless_waived(built, tmp_path):
+    _, _, src, _, print_ = built
+    other_code = {**print_, reuse.CODE_KEY: "0" * 64}
+    (tmp_path / "a").mkdir()
+    with pytest.raises(reuse.ReuseError, match="engine's code changed"):
+        reuse.restore(src, tmp_path / "a", other_code)
+    assert reuse.restore(src, tmp_path / "a", other_code, allow_code_change=True).key_of
+    info = reuse.provenance(src, other_code)
+    assert info["from"] == str(src) and info["same_code"] is False
+    assert info["built_by_code"] == reuse.code_sha256() != info["read_by_code"]

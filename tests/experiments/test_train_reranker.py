@@ -33,7 +33,8 @@ def test_default_recipe_never_trains_on_locomo_and_the_other_never_on_longmemeva
     default = recipe_from_config(compose_train_config(["paths.root_dir=."]))
     assert default.sources["locomo"].enabled is False
     assert default.sources["longmemeval"].enabled == "auto"
-    assert default.train.max_steps <= 300  # `make run` trains it: minutes at most
+    assert default.train.max_steps <= 500  # `make run` trains it: a few hundred steps
+    assert default.sources["longmemeval"].keep_metadata == {"role": "user"}
     other = recipe_from_config(compose_train_config(["rerank/recipe=for_longmemeval",
                                                      "paths.root_dir=."]))
     assert other.sources["longmemeval"].enabled is False
