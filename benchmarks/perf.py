@@ -197,14 +197,14 @@ def run_benchmark(sizes: Sequence[int] = DEFAULT_SIZES, *, queries: int = 200,
                   spec: Any = None, work_dir: Path | None = None, warmup: int = 5,
                   progress: bool = True) -> dict[str, Any]:
     """Every size in order; returns the JSON-able report (see the module docstring)."""
-    from memory_core.config import EngineSpec
+    from memory_core.config import CacheSpec, EngineSpec
     from memory_core.embed import build_embedder
 
     if not sizes or any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in sizes):
         raise ValueError(f"sizes must be positive ints, got {list(sizes)}")
     if queries < 1:
         raise ValueError(f"queries must be >= 1, got {queries}")
-    spec = spec or EngineSpec()
+    spec = spec or EngineSpec(cache=CacheSpec(enabled=False))  # time the search, not the cache
     embedder = embedder or build_embedder(spec.embed)
     embedder.embed(["load the model before any timing"])  # model load is not ingest time
     report: dict[str, Any] = {

@@ -32,7 +32,7 @@ from experiments.data.registry import load_dataset
 from experiments.data.synthetic import WorldSpec, generate_world
 from experiments.ingest import ingest
 from memory_core import MemoryEngine
-from memory_core.config import EngineSpec, RerankSpec
+from memory_core.config import CacheSpec, EngineSpec, RerankSpec
 from memory_core.rerank.cross_encoder import CrossEncoderReranker
 
 
@@ -68,7 +68,8 @@ def run(data: str, n_queries: int, pool: int, model: str | None, trained: str,
         dataset = load_dataset({"name": data, **({"include_observations": False}
                                                  if data == "locomo" else {})}, data_dir)
     rerank = RerankSpec(model=model, trained=trained, pool=pool)
-    spec = dataclasses.replace(EngineSpec(), rerank=rerank)
+    spec = dataclasses.replace(EngineSpec(), rerank=rerank,
+                               cache=CacheSpec(enabled=False))  # time the search
     recorder = Recorder(CrossEncoderReranker(rerank))
     queries = [q for q in dataset.queries if q.answerable][: n_queries + warmup]
     rows = []

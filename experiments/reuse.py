@@ -45,7 +45,8 @@ from memory_core.config import EngineSpec
 MANIFEST = "ingest.json"
 STORE = "store"
 READ_TIME = frozenset({"channels", "fusion", "rerank", "context", "tags", "routing",
-                       "default_mode", "default_limit", "max_limit"})
+                       "default_mode", "default_limit", "max_limit", "cache", "escalate",
+                       "context_hits", "trace", "default_channels"})
 
 
 class ReuseError(ValueError):

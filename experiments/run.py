@@ -173,6 +173,10 @@ def headline_groups(cfg: DictConfig) -> dict[str, list[str]]:
 
 def run_experiment(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     """The whole run; returns what it wrote to ``metrics.json``."""
+    if cfg.get("runner", "retrieval") == "tiers":  # experiment=tiers
+        from experiments.tiers import run_tiers
+
+        return run_tiers(cfg, run_dir)
     if cfg.get("runner", "retrieval") != "retrieval":  # experiment=routing / expand
         from experiments.routing import RUNNERS
 

@@ -53,6 +53,12 @@ class ChannelsSpec:
     graph_hub_floor: int = 2
     # the graph list's ranks start after this many places (expansion ranks below its seeds)
     graph_rank_offset: int = 0
+    # entity: structured read of the hybrid tier: eligible memories holding an entity the query
+    # names (write-time entities, matched by entity key), scored by summed IDF; they join the
+    # fusion as candidates, never as answers on their own (off by default: see the tiers
+    # experiment, conf/experiment/tiers.yaml)
+    entity: bool = False
+    entity_pool: int = 50
 
 
 @dataclass(frozen=True)
@@ -178,6 +184,91 @@ class RerankSpec:
             raise ValueError(f"rerank.trained must be a plain name, got {self.trained!r}")
 
 
+RETRIEVAL_CHANNELS = ("hybrid", "vector", "bm25", "graph")
+
+
+@dataclass(frozen=True)
+class CacheSpec:
+    """The response cache (tier ``cache``): the last ``max_entries`` responses, keyed by the
+    normalised request (every field, the principal, and the day of "now" when the request has
+    no ``query_timestamp``). An entry is served only while every space it read has the version
+    it had (any write to a searched space, or a new space for a routed read, invalidates it)
+    and it is younger than ``ttl_s`` seconds."""
+
+    enabled: bool = True
+    max_entries: int = 1024
+    ttl_s: float = 600.0
+
+    def __post_init__(self) -> None:
+        if isinstance(self.max_entries, bool) or not isinstance(self.max_entries, int) \
+                or self.max_entries < 1:
+            raise ValueError(f"cache.max_entries must be a positive integer, got "
+                             f"{self.max_entries!r}")
+        if isinstance(self.ttl_s, bool) or not isinstance(self.ttl_s, int | float) \
+                or not self.ttl_s > 0:
+            raise ValueError(f"cache.ttl_s must be > 0, got {self.ttl_s!r}")
+
+
+@dataclass(frozen=True)
+class EscalateSpec:
+    """Escalation (tier ``escalated``): when the hybrid tier is *thin* (fewer than
+    ``min_candidates`` fused candidates) or *unconfident* (the best dense cosine of the query
+    to an eligible memory under ``min_top_cosine``), the query is rewritten without an LLM and
+    searched again with every pool ``widen`` times deeper:
+
+    - pseudo-relevance feedback (RM3-style): the ``prf_terms`` best terms of the top
+      ``prf_docs`` hits, weighted ``w(t) = sum_d score(d) * tf(t, d) / |d|`` with
+      ``score(d) = 1 / rank(d)``, query terms and stop words excluded, are appended to the
+      keyword query;
+    - a hypothetical-answer embedding: the top ``hyde_docs`` hits' text, embedded as one
+      document, mixed into the query vector ``q' = norm(hyde_weight * h + (1 - hyde_weight) q)``
+      for the dense and temporal channels.
+
+    The second pass is fused with the first (RRF), then dedup, scoring and cuts run as usual;
+    with ``rerank`` the escalated list is scored by the cross-encoder when the engine has one,
+    whatever the mode. The receipt records why it escalated and what changed.
+    """
+
+    enabled: bool = False
+    min_candidates: int = 5
+    min_top_cosine: float = 0.35
+    prf_docs: int = 5
+    prf_terms: int = 8
+    hyde_docs: int = 3
+    hyde_weight: float = 0.5
+    widen: int = 2
+    rerank: bool = True
+
+
+@dataclass(frozen=True)
+class ContextHitsSpec:
+    """``context_hits`` (beside results, not counted against ``limit``): for each of the top
+    ``max_hits_from`` results, its ``turn_window`` neighbouring turns before and after in the
+    same session (by timestamp, then write order), its ``section_window`` sibling memories of
+    the same passage or document, and fact cards for at most ``entity_cards`` of its entities
+    (``card_facts`` other memories naming the entity each). Every row passes the request's
+    filter. ``recent_turns``: how many of a session's latest turns ``get_context(session_id=)``
+    appends."""
+
+    turn_window: int = 1
+    section_window: int = 1
+    entity_cards: int = 2
+    card_facts: int = 3
+    max_hits_from: int = 5
+    max_rows: int = 40
+    recent_turns: int = 5
+
+
+@dataclass(frozen=True)
+class TraceSpec:
+    """Every retrieve leaves a trace (candidate lists per channel, fused scores, the returned
+    subset) under its ``trace_id``: the last ``keep`` traces are held in memory, and a request
+    with ``receipt=True`` persists its trace in the store. ``depth``: candidates kept per list."""
+
+    keep: int = 1000
+    depth: int = 50
+
+
 ROUTERS = ("description", "evidence", "learned")
 PLATFORM_MAX_TARGETS = 3  # spaces a routed read searches at most, unless the request or engine says
 
@@ -245,6 +336,12 @@ class EngineSpec:
     write: WriteSpec = field(default_factory=WriteSpec)
     rerank: RerankSpec = field(default_factory=RerankSpec)
     routing: RoutingSpec = field(default_factory=RoutingSpec)
+    cache: CacheSpec = field(default_factory=CacheSpec)
+    escalate: EscalateSpec = field(default_factory=EscalateSpec)
+    context_hits: ContextHitsSpec = field(default_factory=ContextHitsSpec)
+    trace: TraceSpec = field(default_factory=TraceSpec)
+    # request ``channels`` default: hybrid (all channels on in ``channels``) | vector | bm25 | graph
+    default_channels: str = "hybrid"
     # "accurate" needs a cross-encoder; an engine without one serves requests that omit
     # ``mode`` in fast mode and records that fallback (see MemoryEngine.default_mode)
     default_mode: str = "accurate"
@@ -252,6 +349,11 @@ class EngineSpec:
     max_limit: int = 50
     reserved_tag_prefix: str = "anona:"
     owner: str = "owner"
+
+    def __post_init__(self) -> None:
+        if self.default_channels not in RETRIEVAL_CHANNELS:
+            raise ValueError(f"unknown default_channels {self.default_channels!r}; valid: "
+                             f"{', '.join(RETRIEVAL_CHANNELS)}")
 
 
 def default_cache_dir(configured: str | None = None) -> Path:

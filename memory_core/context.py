@@ -39,3 +39,25 @@ def fit_budget(results: Sequence[Result], order: BlockOrder, max_tokens: int | N
 
 def _one_line(text: str) -> str:
     return " ".join(text.split())
+
+
+def render_recent(contents: Sequence[str], session_id: str) -> str:
+    """The recent-turns part ``get_context(session_id=...)`` appends after the recalled block:
+    a label line, then the turns oldest first as bullets."""
+    if not contents:
+        return ""
+    return f"Recent turns (session {session_id}):\n" + "\n".join(
+        f"- {_one_line(c)}" for c in contents)
+
+
+def fit_recent(block: str, contents: Sequence[str], session_id: str, max_tokens: int | None,
+               chars_per_token: float) -> tuple[str, int]:
+    """``block`` plus as many of the newest ``contents`` as fit ``max_tokens`` (the recalled
+    block is never cut for them); returns the text and how many of the oldest were left out."""
+    kept = list(contents)
+    while True:
+        tail = render_recent(kept, session_id)
+        text = "\n\n".join(part for part in (block, tail) if part)
+        if max_tokens is None or not kept or estimate_tokens(text, chars_per_token) <= max_tokens:
+            return text, len(contents) - len(kept)
+        kept.pop(0)

@@ -13,11 +13,14 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from memory_core import context as blocks
 from memory_core import pipeline
+from memory_core.cache import ResponseCache, TraceLog, cache_key
 from memory_core.channels.dense import DenseIndex
 from memory_core.config import PLATFORM_MAX_TARGETS, EngineSpec, RoutingSpec
 from memory_core.dedup import minhash_signature
@@ -25,6 +28,8 @@ from memory_core.embed import Embedder, build_embedder, content_hash
 from memory_core.entities import extract_entities
 from memory_core.errors import ErrorCode, MemoryCoreError, invalid, not_found
 from memory_core.expand import split_subjects
+from memory_core.filters.compile import compile_filter
+from memory_core.filters.scope import check_write_scopes
 from memory_core.receipts import build_receipt, new_receipt_id
 from memory_core.redact import Redactor
 from memory_core.request import parse_request
@@ -35,11 +40,11 @@ from memory_core.store import NewMemory, Store, rowid_of
 from memory_core.times import (Clock, event_window, format_instant, normalize_instant,
                                system_clock)
 from memory_core.types import (Memory, MemoryType, Mode, Receipt, RetrieveRequest,
-                               RetrieveResponse, SearchedEntry, Space, frozen_map)
+                               RetrieveResponse, SearchedEntry, Space, Tier, frozen_map)
 
 ROLES = ("viewer", "developer", "owner")
 WRITE_FIELDS = ("content", "timestamp", "tags", "user_id", "agent_id", "session_id", "metadata",
-                "document_id")
+                "document_id", "scopes")
 MAX_WRITE_TAGS = 50
 _SPACE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}$")
 
@@ -63,6 +68,8 @@ class MemoryEngine:
                                                clock=clock)
         # route="auto": the injected router, else the one spec.routing names
         self.router = router if router is not None else build_router(spec.routing, embedder)
+        self.cache = ResponseCache(spec.cache)  # tier "cache" (memory_core/cache.py)
+        self._traces = TraceLog(spec.trace.keep)
 
     # -- lifecycle ----------------------------------------------------------------------------
     @classmethod
@@ -164,18 +171,19 @@ class MemoryEngine:
               user_id: str | None = None, agent_id: str | None = None,
               session_id: str | None = None, metadata: Mapping[str, Any] | None = None,
               document_id: str | None = None, principal: str | None = None,
-              route: str | None = None) -> str:
+              route: str | None = None, scopes: Sequence[str] | None = None) -> str:
         """Write one fact; returns its memory id.
 
         ``route="auto"`` instead of ``space_id`` files it into the space the router finds best
         among those where ``principal`` is a developer or owner, or into the default space when
         none fits (see :meth:`_route_write`); ``get_memory(id).space_id`` says where it went.
+        ``scopes``: scope paths (``"org/acme/team/payments"``) a request's ``lens`` matches.
         """
         if route is not None or space_id is None:
             space_id = self._route_write(space_id, route, content, principal)
         item = {"content": content, "timestamp": timestamp, "tags": tags, "user_id": user_id,
                 "agent_id": agent_id, "session_id": session_id, "metadata": metadata,
-                "document_id": document_id}
+                "document_id": document_id, "scopes": scopes}
         return self.write_many(space_id, [item], principal=principal)[0]
 
     def write_many(self, space_id: str, items: Sequence[Mapping[str, Any]],
@@ -202,6 +210,7 @@ class MemoryEngine:
             user_id=c["user_id"], agent_id=c["agent_id"], session_id=c["session_id"],
             tags=c["tags"], source_rowids=(), embedding=vec,
             minhash=minhash_signature(text, self.spec.dedup), shares_passage=i > 0,
+            scopes=c["scopes"],
         ) for (c, i, text), vec in zip(pieces, vectors, strict=True)]
         self._components.dense.prepare(space_id)
         rowids = self.store.insert_batch(new)
@@ -237,6 +246,10 @@ class MemoryEngine:
                 raise invalid("mixed_users", "an observation must be built from one user's facts",
                               "source_ids")
             scope[key] = values.pop() if len(values) == 1 else None
+        held = self.store.scopes_of(m.rowid for m in sources)
+        shared = set(held.get(sources[0].rowid, []))
+        for m in sources[1:]:
+            shared &= set(held.get(m.rowid, []))
         vec = self.embedder.embed([checked["content"]])
         note_time = max(m.timestamp for m in sources)
         new = NewMemory(
@@ -247,6 +260,7 @@ class MemoryEngine:
             **_occurred(checked["content"], note_time), tags=checked["tags"],
             source_rowids=tuple(dict.fromkeys(m.rowid for m in sources)), embedding=vec[0],
             minhash=minhash_signature(checked["content"], self.spec.dedup), **scope,
+            scopes=tuple(sorted(shared)),  # a note carries the scope paths all its sources share
         )
         self._components.dense.prepare(space_id)
         rowid = self.store.insert_batch([new])[0]
@@ -287,6 +301,7 @@ class MemoryEngine:
             out[key] = value
         ts = item.get("timestamp")
         out["timestamp"] = now if ts is None else normalize_instant(ts, "timestamp")
+        out["scopes"] = check_write_scopes(item.get("scopes"))
         return out
 
     def check_reserved(self, tags: Sequence[str]) -> None:
@@ -300,18 +315,57 @@ class MemoryEngine:
     # -- reads --------------------------------------------------------------------------------
     def retrieve(self, request: Mapping[str, Any] | None = None, /, **fields: Any
                  ) -> RetrieveResponse:
-        """Retrieve memories for a question. Takes a request mapping or keyword fields."""
+        """Retrieve memories for a question. Takes a request mapping or keyword fields.
+
+        Tiers: the response cache answers first (``tier="cache"``) when an identical request
+        was answered since the last write to any space it read (:mod:`memory_core.cache`);
+        otherwise the hybrid channels (``tier="hybrid"``), escalated when thin or unconfident
+        and ``escalate.enabled`` (``tier="escalated"``). Every response carries ``query_ms`` and
+        a ``trace_id`` that :meth:`get_receipt` resolves to the trace.
+        """
+        return self._serve(self._body(request, fields))
+
+    @staticmethod
+    def _body(request: Mapping[str, Any] | None, fields: Mapping[str, Any]) -> dict[str, Any]:
         body = dict(request or {})
         overlap = set(body) & set(fields)
         if overlap:
             raise invalid("duplicate_field", f"given twice: {', '.join(sorted(overlap))}")
         body.update(fields)
+        return body
+
+    def _serve(self, body: dict[str, Any], recent_session: str | None = None
+               ) -> RetrieveResponse:
+        """Validate, then answer from the cache or the pipeline; record the trace.
+        ``recent_session``: ``get_context``'s session whose latest turns follow the block."""
+        t0 = time.perf_counter()
         req = parse_request(body, self.spec, self.available_modes,
                             {Mode.ACCURATE: self.rerank_unavailable or ""})
-        searched = None
         if req.route is None:
             assert req.space_id is not None
             self._authorised(req.space_id, req.principal, "viewer")
+        if req.fallback_space_id is not None:
+            self._authorised(req.fallback_space_id, req.principal, "viewer")
+        versions = self.store.versions()
+        day = None if req.query_timestamp else format_instant(self.clock())[:10]
+        key = cache_key(req, day, {"recent_session": recent_session, "mode_given":
+                                   body.get("mode") is not None})
+        trace_id = new_receipt_id()
+        now = format_instant(self.clock())
+        entry = self.cache.get(key, versions)
+        if entry is not None:
+            trace = dataclasses.replace(
+                entry.trace, receipt_id=trace_id, created_at=now,
+                request=frozen_map(req.to_dict()),
+                stages=frozen_map({**entry.trace.stages, "tier": Tier.CACHE.value,
+                                   "cached_from": entry.trace.receipt_id}))
+            self._record(trace, req.receipt)
+            return dataclasses.replace(
+                entry.response, tier=Tier.CACHE, trace_id=trace_id,
+                receipt_id=trace_id if req.receipt else None,
+                query_ms=round((time.perf_counter() - t0) * 1000, 3))
+        searched = None
+        if req.route is None:
             out = pipeline.run(self._components, req, [req.space_id])
         else:
             out, searched = self._routed_read(req)
@@ -319,15 +373,56 @@ class MemoryEngine:
             out.stages["fallback"] = {"stage": "mode", "requested": self.spec.default_mode,
                                       "used": req.mode.value,
                                       "reason": self.rerank_unavailable or "unavailable"}
-        receipt_id = None
-        if req.receipt:
-            receipt_id = new_receipt_id()
-            self.store.save_receipt(build_receipt(
-                receipt_id, format_instant(self.clock()), req, out.kept, out.drops, searched,
-                out.stages))
-        return RetrieveResponse(results=list(out.results), context=out.context,
-                                token_estimate=out.token_estimate, searched=searched,
-                                receipt_id=receipt_id, fallback=out.stages.get("fallback"))
+        context, token_estimate = out.context, out.token_estimate
+        if recent_session is not None and req.format == "block":
+            context = self._append_recent(req, out, searched, recent_session)
+            token_estimate = blocks.estimate_tokens(context, self.spec.context.chars_per_token)
+        trace = build_receipt(trace_id, now, req, out.kept, out.drops, searched, out.stages)
+        self._record(trace, req.receipt)
+        response = RetrieveResponse(
+            results=list(out.results), context=context, token_estimate=token_estimate,
+            searched=searched, receipt_id=trace_id if req.receipt else None,
+            fallback=out.stages.get("fallback"), tier=Tier(out.stages.get("tier", "hybrid")),
+            query_ms=round((time.perf_counter() - t0) * 1000, 3), trace_id=trace_id,
+            context_hits=out.context_hits)
+        if not out.failed and "fallback" not in out.stages:  # partial answers are not kept
+            read = versions if req.route is not None else {
+                req.space_id: versions.get(req.space_id, 0)}
+            self.cache.put(key, response, trace, read, exact=req.route is not None)
+        return response
+
+    def _record(self, trace: Receipt, persist: bool) -> None:
+        self._traces.add(trace)
+        if persist:
+            self.store.save_receipt(trace)
+
+    def _append_recent(self, req: RetrieveRequest, out: pipeline.PipelineOutput,
+                       searched: list[SearchedEntry] | None, session_id: str) -> str:
+        """The block plus the session's latest turns (``context_hits.recent_turns``), under the
+        request's filter (its ``session_id`` aside) and, with ``context_max_tokens``, as many of
+        the newest as fit after the recalled block; ``stages["recent_turns"]`` records them."""
+        spaces = [req.space_id] if searched is None else [
+            e.space_id for e in searched
+            if e.space_id is not None and (e.reason is None or e.stage == "fallback")]
+        shown = {r.memory_id for r in out.results}
+        rows: list[int] = []
+        for space_id in spaces:
+            if space_id is None:
+                continue
+            flt = compile_filter(req, self.store, space_id, self.spec)
+            rows.extend(r for r in self.store.recent_in_session(
+                space_id, session_id, flt, self.spec.context_hits.recent_turns)
+                if f"mem_{r}" not in shown)
+        found = self.store.get_memories(rows)
+        turns = sorted((found[r] for r in rows if r in found),
+                       key=lambda m: (m.timestamp, m.rowid))
+        text, left_out = blocks.fit_recent(out.context or "", [m.content for m in turns],
+                                           session_id, req.context_max_tokens,
+                                           self.spec.context.chars_per_token)
+        out.stages["recent_turns"] = {
+            "session_id": session_id, "shown": [m.memory_id for m in turns[left_out:]],
+            "cut_for_budget": [m.memory_id for m in turns[:left_out]]}
+        return text
 
     # -- routing ------------------------------------------------------------------------------
     def configure_routing(self, routing: RoutingSpec | None = None,
@@ -341,6 +436,7 @@ class MemoryEngine:
             self.router = router
         elif routing is not None:
             self.router = build_router(self.spec.routing, self.embedder)
+        self.cache.clear()  # cached routed answers were decided by the previous router
 
     def eligible_spaces(self, principal: str | None = None, need: str = "viewer") -> list[Space]:
         """The spaces a routed request may consider: every non-default space where ``principal``
@@ -518,12 +614,31 @@ class MemoryEngine:
         return default.space_id
 
     def get_context(self, request: Mapping[str, Any] | None = None, /, **fields: Any) -> str:
-        """The block text only (``format="block"``); takes any request field."""
-        fields.setdefault("format", "block")
-        return self.retrieve(request, **fields).context or ""
+        """The block text only (``format="block"``); takes any request field.
+
+        ``session_id`` here names the conversation in progress: the recall is not scoped to it
+        (``user_id`` / ``agent_id`` and the other filters still apply), and that session's
+        latest ``context_hits.recent_turns`` turns not already recalled follow the block,
+        oldest first, under the label ``Recent turns (session <id>):``. An empty query is 422.
+        """
+        return self.retrieve_context(request, **fields).context or ""
+
+    def retrieve_context(self, request: Mapping[str, Any] | None = None, /, **fields: Any
+                         ) -> RetrieveResponse:
+        """What :meth:`get_context` renders, as the whole response (its ``trace_id``, ``tier``,
+        ``query_ms`` and results beside the block, recent session turns included)."""
+        body = self._body(request, fields)
+        body.setdefault("format", "block")
+        session = body.pop("session_id", None)
+        if session is not None and (not isinstance(session, str) or not session.strip()):
+            raise invalid("wrong_type", "session_id must be a non-empty string", "session_id")
+        return self._serve(body, recent_session=session)
 
     def get_receipt(self, receipt_id: str) -> Receipt:
-        receipt = self.store.get_receipt(receipt_id) if isinstance(receipt_id, str) else None
+        """A receipt, or the trace of any recent retrieve by its ``trace_id`` (the last
+        ``trace.keep`` are held in memory; ``receipt=True`` persists one in the store)."""
+        receipt = (self._traces.get(receipt_id) or self.store.get_receipt(receipt_id)
+                   if isinstance(receipt_id, str) else None)
         if receipt is None:
             raise not_found("receipt", str(receipt_id))
         return receipt

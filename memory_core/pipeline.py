@@ -20,9 +20,10 @@ from typing import Any
 
 from memory_core import context as blocks
 from memory_core import times
-from memory_core.channels import graph, keyword, temporal
+from memory_core.channels import entity, graph, keyword, temporal
 from memory_core.channels.dense import DenseIndex
 from memory_core.config import EngineSpec
+from memory_core.context_hits import gather_context_hits
 from memory_core.dedup import collapse_duplicates, prefer_observations
 from memory_core.embed import Embedder
 from memory_core.errors import MemoryCoreError, invalid
@@ -33,10 +34,12 @@ from memory_core.fusion.rrf import rrf
 from memory_core.receipts import budget_drops, cut_limit, cut_min_score
 from memory_core.rerank.cross_encoder import Reranker, rerank_pool
 from memory_core.rerank.identity import score_by_rank
+from memory_core.rewrite import mix, prf_terms
 from memory_core.routing.base import SpaceEvidence
 from memory_core.store import SqlFilter, Store, memory_id_of, rowid_of
-from memory_core.types import (Candidate, Drop, Memory, MemoryType, Mode, Ranked, Result,
-                               RetrieveRequest, frozen_map)
+from memory_core.types import (Candidate, ContextHit, Drop, DropReason, Include, Memory,
+                               MemoryType, Mode, Ranked, Result, Retrieval, RetrieveRequest,
+                               Tier, frozen_map)
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +74,12 @@ class PipelineOutput:
     token_estimate: int | None
     stages: dict[str, Any] = field(default_factory=dict)
     failed: dict[str, str] = field(default_factory=dict)  # space id -> error (isolate_failures)
+    context_hits: list[ContextHit] | None = None  # when the request asked for them
+
+
+def _trace_list(cands: Sequence[Candidate], depth: int) -> list[list[Any]]:
+    """A candidate list as the trace keeps it: ``[memory_id, score, rank]`` rows."""
+    return [[c.memory_id, round(float(c.score), 6), c.rank] for c in cands[:depth]]
 
 
 def candidates_for_space(comp: Components, request: RetrieveRequest, space_id: str,
@@ -79,37 +88,57 @@ def candidates_for_space(comp: Components, request: RetrieveRequest, space_id: s
                          channel_lists: list[list[Candidate]] | None = None) -> list[Candidate]:
     """Channels over one space's eligible memories, fused (``fusion.method``: RRF or a
     weighted sum of normalised scores) over the union of all channels. ``channel_lists``, when
-    given, receives each channel's own list (for the cross-space ranking of routed reads)."""
+    given, receives each channel's own list (for the cross-space ranking of routed reads).
+
+    ``request.channels`` selects the generators: ``hybrid`` runs every channel the config
+    enables (dense, keyword, temporal, entity, then graph expansion from the fused top);
+    ``vector`` dense only; ``bm25`` keyword only; ``graph`` the entity channel (memories naming
+    the query's entities) expanded through shared entities. ``stages["channels"]`` counts each
+    list; ``stages["candidates"]`` keeps each list (the trace, ``trace.depth`` rows each).
+    """
     spec = comp.spec
+    ch = spec.channels
+    which = request.channels
+    hybrid = which is Retrieval.HYBRID
     lists: list[list[Candidate]] = []
-    counts: dict[str, int] = {}
-    if spec.channels.dense:
-        dense = comp.dense.search(space_id, query_vec, flt, spec.channels.dense_pool)
-        lists.append(dense)
-        counts["dense"] = len(dense)
-    if spec.channels.keyword:
-        kw = keyword.search(comp.store, space_id, request.query, flt, spec.channels.keyword_pool)
-        lists.append(kw)
-        counts["keyword"] = len(kw)
-    if spec.channels.temporal and window is not None:
-        tl = temporal.search(comp.dense, space_id, query_vec, flt, window,
-                             spec.channels.temporal_pool)
-        lists.append(tl)
-        counts["temporal"] = len(tl)
-    fused = fuse(lists, spec.fusion)  # fusion.method: rrf | weighted
-    if spec.channels.graph and request.as_of is None and fused:
+    counts: dict[str, Any] = {}
+
+    def add(name: str, found: list[Candidate]) -> None:
+        lists.append(found)
+        counts[name] = len(found)
+
+    if (hybrid and ch.dense) or which is Retrieval.VECTOR:
+        dense = comp.dense.search(space_id, query_vec, flt, ch.dense_pool)
+        add("dense", dense)
+        counts["top_cosine"] = round(float(dense[0].score), 6) if dense else None
+    if (hybrid and ch.keyword) or which is Retrieval.BM25:
+        add("keyword", keyword.search(comp.store, space_id, request.query, flt, ch.keyword_pool))
+    if hybrid and ch.temporal and window is not None:
+        add("temporal", temporal.search(comp.dense, space_id, query_vec, flt, window,
+                                        ch.temporal_pool))
+    if (hybrid and ch.entity) or which is Retrieval.GRAPH:
+        found, matched = entity.search(comp.store, space_id, request.query, flt, ch.entity_pool,
+                                       ch.graph_max_share, ch.graph_hub_floor)
+        add("entity", found)
+        counts["entity_match"] = matched
+    fused = fuse(lists, spec.fusion) if lists else []  # fusion.method: rrf | weighted
+    graph_on = (hybrid and ch.graph) or which is Retrieval.GRAPH
+    if graph_on and request.as_of is None and fused:
         # expansion from the top fused hits, within the same eligible filter
-        gl = graph.expand(comp.store, space_id, fused[:spec.channels.graph_seeds], flt,
-                          spec.channels.graph_depth, spec.channels.graph_pool,
-                          spec.channels.graph_max_share, spec.channels.graph_hub_floor,
-                          spec.channels.graph_rank_offset)
+        gl = graph.expand(comp.store, space_id, fused[:ch.graph_seeds], flt,
+                          ch.graph_depth, ch.graph_pool, ch.graph_max_share,
+                          ch.graph_hub_floor, ch.graph_rank_offset)
         counts["graph"] = len(gl)
         if gl:
             lists.append(gl)
             fused = fuse(lists, spec.fusion)
     stages.setdefault("channels", {})[space_id] = {**counts, "fused": len(fused)}
-    if spec.channels.graph and request.as_of is not None:
+    if graph_on and request.as_of is not None:
         stages["channels"][space_id]["graph_skipped"] = "as_of"
+    depth = spec.trace.depth
+    stages.setdefault("candidates", {})[space_id] = {
+        **{lst[0].channel.value: _trace_list(lst, depth) for lst in lists if lst},
+        "fused": _trace_list(fused, depth)}
     if channel_lists is not None:
         channel_lists.extend(lists)
     return fused
@@ -186,9 +215,12 @@ def run(comp: Components, request: RetrieveRequest, space_ids: Sequence[str], *,
     through the same dedup, scoring, ``limit`` and budget; ``stages["expansion"]`` records the
     subjects and what each contributed. A single-subject question is retrieved exactly as
     without the flag.
+
+    Escalation (``escalate.enabled``; :func:`_escalate`) runs a second, rewritten and widened
+    search when the first is thin or unconfident; ``stages["tier"]`` says which tier answered.
     """
     t0 = time.perf_counter()
-    stages: dict[str, Any] = {"mode": request.mode.value}
+    stages: dict[str, Any] = {"mode": request.mode.value, "channels_used": request.channels.value}
     subjects = split_subjects(request.query) if request.expand_query else ()
     vectors = comp.embedder.embed([request.query, *subjects])
     query_vec = vectors[0]
@@ -227,22 +259,42 @@ def run(comp: Components, request: RetrieveRequest, space_ids: Sequence[str], *,
         stages["failed_spaces"] = dict(failed)
     if subjects:
         pooled = rrf(found, k=comp.spec.fusion.rrf_k)
+    stages["tier"] = Tier.HYBRID.value
+    first_pass = {c.memory_id for c in pooled}
+    why = _escalation_triggers(comp.spec, pooled, stages)
+    if why:
+        pooled = _escalate(comp, request, space_ids, query_vec, filters, window, pooled, why,
+                           stages, failed, isolate_failures)
+        stages["tier"] = Tier.ESCALATED.value
     ranked = Ranked(tuple(pooled)).reranked(pooled)
 
     rows = [rowid_of(c.memory_id) for c in ranked.candidates]
     signatures = {memory_id_of(r): v for r, v in comp.store.minhashes(r for r in rows if r).items()}
-    ranked = collapse_duplicates(ranked, signatures, comp.spec.dedup)
+    collapsed = collapse_duplicates(ranked, signatures, comp.spec.dedup)
+    if request.include_duplicates:  # returned anyway; the receipt says which dedup would hide
+        stages["dedup"] = {"include_duplicates": True, "would_hide": {
+            d.memory_id: d.detail for d in collapsed.drops[len(ranked.drops):]}}
+    else:
+        ranked = collapsed
 
     wants_notes = request.memory_types is None or MemoryType.OBSERVATION in request.memory_types
-    if request.prefer_observations and wants_notes:
+    if request.prefer_observations and wants_notes and request.include is Include.PASSAGES:
+        stages["prefer_observations"] = "skipped: include=passages returns no observation"
+    elif request.prefer_observations and wants_notes:
         space_of = {c.memory_id: c.space_id for c in ranked.candidates}
         ranked = prefer_observations(
             ranked, lambda ids: _notes_of(comp.store, ids, space_of, filters))
+    ranked = _cut_include(comp.store, ranked, request.include)
 
-    if request.mode is Mode.FAST:
-        ranked = score_by_rank(ranked, request.limit)
-    else:
+    escalated = stages["tier"] == Tier.ESCALATED.value
+    use_reranker = request.mode is Mode.ACCURATE or (
+        escalated and comp.spec.escalate.rerank and comp.reranker is not None)
+    if use_reranker:
         ranked = _rerank(comp, request, ranked, stages)
+    else:
+        ranked = score_by_rank(ranked, request.limit)
+    if escalated:
+        stages["escalation"]["scored_by"] = "cross_encoder" if use_reranker else "position"
     ranked = cut_min_score(ranked, request.min_score)
     ranked = cut_limit(ranked, request.limit)
 
@@ -269,8 +321,94 @@ def run(comp: Components, request: RetrieveRequest, space_ids: Sequence[str], *,
         token_estimate = blocks.estimate_tokens(context, cpt)
     if request.expand_query:
         stages["expansion"] = _expansion_record(subjects, found, kept)
+    if escalated:
+        stages["escalation"]["new_in_results"] = [c.memory_id for c in kept
+                                                  if c.memory_id not in first_pass]
+    hits = None
+    if request.context_hits:
+        hits, record = gather_context_hits(comp.store, results, filters, comp.spec.context_hits)
+        stages["context_hits"] = record
+    stages["returned"] = [c.memory_id for c in kept]
     stages["elapsed_ms"] = round((time.perf_counter() - t0) * 1000, 3)
-    return PipelineOutput(results, kept, drops, context, token_estimate, stages, failed)
+    return PipelineOutput(results, kept, drops, context, token_estimate, stages, failed, hits)
+
+
+def _escalation_triggers(spec: EngineSpec, pooled: Sequence[Candidate],
+                         stages: dict[str, Any]) -> list[str]:
+    """Why the hybrid tier is not enough (``escalate``): ``thin`` when fewer than
+    ``min_candidates`` candidates were fused, ``unconfident`` when the best dense cosine of any
+    searched space is under ``min_top_cosine`` (no dense list: not judged)."""
+    esc = spec.escalate
+    if not esc.enabled:
+        return []
+    why = []
+    if len(pooled) < esc.min_candidates:
+        why.append("thin")
+    cosines = [c["top_cosine"] for c in stages.get("channels", {}).values()
+               if c.get("top_cosine") is not None]
+    if cosines and max(cosines) < esc.min_top_cosine:
+        why.append("unconfident")
+    return why
+
+
+def _escalate(comp: Components, request: RetrieveRequest, space_ids: Sequence[str], query_vec,
+              filters: dict[str, SqlFilter], window: times.Window | None,
+              pooled: list[Candidate], why: list[str], stages: dict[str, Any],
+              failed: dict[str, str], isolate: bool) -> list[Candidate]:
+    """The escalated tier: pseudo-relevance-feedback terms appended to the keyword query, a
+    hypothetical-answer vector mixed into the dense query (:mod:`memory_core.rewrite`), every
+    channel pool ``escalate.widen`` times deeper; the second list is fused with the first by
+    RRF. ``stages["escalation"]`` records the triggers and what changed."""
+    esc = comp.spec.escalate
+    ch = comp.spec.channels
+    top = pooled[:max(esc.prf_docs, esc.hyde_docs)]
+    mems = comp.store.get_memories(rowid_of(c.memory_id) for c in top)
+    texts = [mems[rowid_of(c.memory_id)].content for c in top
+             if rowid_of(c.memory_id) in mems]
+    terms = prf_terms(request.query, texts[:esc.prf_docs], esc.prf_terms)
+    vec = query_vec
+    if texts and esc.hyde_docs > 0:
+        answer = comp.embedder.embed([" ".join(texts[:esc.hyde_docs])])[0]
+        vec = mix(query_vec, answer, esc.hyde_weight)
+    w = max(1, esc.widen)
+    wide = dataclasses.replace(comp, spec=dataclasses.replace(comp.spec, channels=dataclasses.replace(
+        ch, dense_pool=ch.dense_pool * w, keyword_pool=ch.keyword_pool * w,
+        temporal_pool=ch.temporal_pool * w, graph_pool=ch.graph_pool * w,
+        entity_pool=ch.entity_pool * w)))
+    rewritten = " ".join([request.query, *terms])
+    inner: dict[str, Any] = {}
+    second = _pool(wide, dataclasses.replace(request, query=rewritten), space_ids, vec, filters,
+                   window, inner, failed, isolate)
+    merged = rrf([pooled, second], k=comp.spec.fusion.rrf_k)
+    before = {c.memory_id for c in pooled}
+    stages["escalation"] = {
+        "triggered_by": why, "min_candidates": esc.min_candidates,
+        "min_top_cosine": esc.min_top_cosine, "fused_before": len(pooled),
+        "prf_terms": terms, "rewritten_query": rewritten,
+        "hyde_from": [c.memory_id for c in top[:esc.hyde_docs]],
+        "widen": w, "fused_after": len(merged),
+        "new_candidates": sum(1 for c in second if c.memory_id not in before),
+        "channels": inner.get("channels", {}), "candidates": inner.get("candidates", {})}
+    return merged
+
+
+def _cut_include(store: Store, ranked: Ranked, include: Include) -> Ranked:
+    """``include``: keep one family (facts = observations, passages = written memories); the
+    other family's candidates are ``include`` drops. Runs after fusion, dedup and
+    ``prefer_observations`` (retrieval considered every memory) and before scoring."""
+    if include is Include.BOTH or not ranked.candidates:
+        return ranked
+    mems = store.get_memories(rowid_of(c.memory_id) for c in ranked.candidates)
+    want = MemoryType.OBSERVATION if include is Include.FACTS else MemoryType.FACT
+    keep, drops = [], []
+    for c in ranked.candidates:
+        m = mems.get(rowid_of(c.memory_id))
+        if m is not None and m.memory_type is want:
+            keep.append(c)
+        else:
+            drops.append(Drop(c.memory_id, DropReason.INCLUDE, "include", c.score, c.rank,
+                              f"include={include.value}", c.space_id))
+    return ranked.reranked(keep, drops)
 
 
 def _expansion_record(subjects: Sequence[str], found: Sequence[Sequence[Candidate]],

@@ -12,16 +12,18 @@ from typing import Any
 
 from memory_core.config import EngineSpec
 from memory_core.errors import ErrorCode, MemoryCoreError, invalid
+from memory_core.filters.scope import parse_lens
 from memory_core.filters.tag_groups import check_flat_tags, parse_groups, to_plain
 from memory_core.times import check_order, normalize_instant
-from memory_core.types import BlockOrder, MemoryType, Mode, RetrieveRequest
+from memory_core.types import BlockOrder, Include, MemoryType, Mode, Retrieval, RetrieveRequest
 
 FIELDS = (
     "query", "space_id", "route", "limit", "min_score", "mode", "format", "context_max_tokens",
     "block_order", "expand_query", "prefer_observations", "include_source", "source_max_tokens",
     "memory_types", "as_of", "query_timestamp", "occurred_after", "occurred_before", "tags",
     "tags_match", "tag_groups", "user_id", "agent_id", "session_id", "receipt", "max_targets",
-    "fallback_space_id", "principal",
+    "fallback_space_id", "principal", "channels", "include", "include_duplicates", "lens",
+    "context_hits",
 )
 
 # Request fields whose behaviour has not been built yet: rejected loudly, never ignored.
@@ -187,4 +189,11 @@ def parse_request(body: Mapping[str, Any], spec: EngineSpec = EngineSpec(),
         session_id=_str(body, "session_id"),
         receipt=_bool(body, "receipt", False),
         principal=_str(body, "principal"),
+        channels=Retrieval(_choice(body, "channels", spec.default_channels,
+                                   tuple(r.value for r in Retrieval))),
+        include=Include(_choice(body, "include", Include.BOTH.value,
+                                tuple(i.value for i in Include))),
+        include_duplicates=_bool(body, "include_duplicates", False),
+        lens=None if body.get("lens") is None else parse_lens(body["lens"]),
+        context_hits=_bool(body, "context_hits", False),
     )

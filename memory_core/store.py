@@ -79,6 +79,17 @@ CREATE INDEX IF NOT EXISTS memory_entities_entity ON memory_entities(entity);
 CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts USING fts5(
     content, tokenize = 'porter unicode61 remove_diacritics 2'
 );
+CREATE TABLE IF NOT EXISTS memory_scopes (
+    memory_rowid INTEGER NOT NULL REFERENCES memories(rowid),
+    path TEXT NOT NULL,
+    PRIMARY KEY (memory_rowid, path)
+);
+CREATE INDEX IF NOT EXISTS memory_scopes_path ON memory_scopes(path);
+CREATE INDEX IF NOT EXISTS memories_session ON memories(space_id, session_id, timestamp);
+CREATE TABLE IF NOT EXISTS space_versions (
+    space_id TEXT PRIMARY KEY REFERENCES spaces(space_id),
+    version INTEGER NOT NULL
+);
 CREATE TABLE IF NOT EXISTS receipts (
     receipt_id TEXT PRIMARY KEY,
     created_at TEXT NOT NULL,
@@ -129,6 +140,7 @@ class NewMemory:
     # True: no passage of its own; shares the passage of the previous item of the same batch
     # (the pieces of one split write)
     shares_passage: bool = False
+    scopes: tuple[str, ...] = ()  # scope paths ("org/acme/team/payments"), matched by ``lens``
 
 
 def entity_key(entity: str) -> str:
@@ -252,9 +264,85 @@ class Store:
                               [(rowid, s, i) for i, s in enumerate(it.source_rowids)])
                 c.executemany("INSERT OR IGNORE INTO memory_entities VALUES (?, ?)",
                               [(rowid, entity_key(e)) for e in it.entities])
+                c.executemany("INSERT OR IGNORE INTO memory_scopes VALUES (?, ?)",
+                              [(rowid, p) for p in it.scopes])
                 previous_passage = passage_id
                 rowids.append(int(rowid))
+            # every write moves its spaces' versions (what the response cache checks)
+            c.executemany("INSERT INTO space_versions VALUES (?, 1) ON CONFLICT(space_id) "
+                          "DO UPDATE SET version = version + 1",
+                          [(sp,) for sp in dict.fromkeys(it.space_id for it in items)])
         return rowids
+
+    def versions(self) -> dict[str, int]:
+        """Every space's version: 0 when never written, +1 per write batch touching it. A
+        response cached with a snapshot of these is stale as soon as one it read differs."""
+        rows = self._query("SELECT s.space_id, COALESCE(v.version, 0) FROM spaces s "
+                           "LEFT JOIN space_versions v ON v.space_id = s.space_id")
+        return {r[0]: int(r[1]) for r in rows}
+
+    def space_version(self, space_id: str) -> int:
+        """One space's version (see :meth:`versions`)."""
+        rows = self._query("SELECT version FROM space_versions WHERE space_id = ?", (space_id,))
+        return int(rows[0][0]) if rows else 0
+
+    def scopes_of(self, rowids: Iterable[int]) -> dict[int, list[str]]:
+        """The scope paths of each row (rows without any are absent)."""
+        ids = sorted(set(rowids))
+        out: dict[int, list[str]] = {}
+        for chunk in _chunks(ids, 500):
+            marks = ",".join("?" * len(chunk))
+            for r in self._query(f"SELECT memory_rowid, path FROM memory_scopes WHERE "
+                                 f"memory_rowid IN ({marks}) ORDER BY path", chunk):
+                out.setdefault(int(r[0]), []).append(r[1])
+        return out
+
+    def session_neighbours(self, space_id: str, session_id: str, timestamp: str, rowid: int,
+                           flt: SqlFilter, window: int) -> list[tuple[int, int]]:
+        """``(offset, row)`` of the ``window`` eligible memories before (negative offsets) and
+        after a memory in its session, in (timestamp, write) order."""
+        base = ("SELECT m.rowid FROM memories m WHERE m.space_id = ? AND m.session_id = ? "
+                f"AND m.rowid != ? AND ({flt.where}) AND ")
+        before = self._query(base + "(m.timestamp < ? OR (m.timestamp = ? AND m.rowid < ?)) "
+                             "ORDER BY m.timestamp DESC, m.rowid DESC LIMIT ?",
+                             (space_id, session_id, rowid, *flt.params, timestamp, timestamp,
+                              rowid, window))
+        after = self._query(base + "(m.timestamp > ? OR (m.timestamp = ? AND m.rowid > ?)) "
+                            "ORDER BY m.timestamp, m.rowid LIMIT ?",
+                            (space_id, session_id, rowid, *flt.params, timestamp, timestamp,
+                             rowid, window))
+        return ([(-(i + 1), int(r[0])) for i, r in enumerate(before)][::-1]
+                + [(i + 1, int(r[0])) for i, r in enumerate(after)])
+
+    def section_siblings(self, space_id: str, rowid: int, passage_id: int | None,
+                         document_id: str | None, flt: SqlFilter, window: int) -> list[int]:
+        """Eligible memories of the same passage (pieces of one split write) or, failing that,
+        of the same document: the ``window`` nearest by write order on each side."""
+        if passage_id is None and document_id is None:
+            return []
+        same = "m.passage_id = ?" if passage_id is not None else "m.document_id = ?"
+        key = passage_id if passage_id is not None else document_id
+        out: list[int] = []
+        for cmp, order in (("<", "DESC"), (">", "ASC")):
+            rows = self._query(
+                f"SELECT m.rowid FROM memories m WHERE m.space_id = ? AND {same} AND "
+                f"m.memory_type = 'fact' AND m.rowid {cmp} ? AND ({flt.where}) "
+                f"ORDER BY m.rowid {order} LIMIT ?", (space_id, key, rowid, *flt.params, window))
+            out.extend(int(r[0]) for r in rows)
+        return sorted(out)
+
+    def passage_size(self, passage_id: int) -> int:
+        """How many memories share a passage (more than one: the pieces of a split write)."""
+        return int(self._query("SELECT COUNT(*) FROM memories WHERE passage_id = ?",
+                               (passage_id,))[0][0])
+
+    def recent_in_session(self, space_id: str, session_id: str, flt: SqlFilter,
+                          n: int) -> list[int]:
+        """The ``n`` latest eligible memories of a session, oldest first."""
+        rows = self._query("SELECT m.rowid FROM memories m WHERE m.space_id = ? AND "
+                           f"m.session_id = ? AND ({flt.where}) ORDER BY m.timestamp DESC, "
+                           "m.rowid DESC LIMIT ?", (space_id, session_id, *flt.params, n))
+        return [int(r[0]) for r in rows][::-1]
 
     def get_memories(self, rowids: Iterable[int]) -> dict[int, Memory]:
         """Memories by row, with tags and source ids filled in."""

@@ -37,6 +37,8 @@ class Channel(str, Enum):
     KEYWORD = "keyword"
     TEMPORAL = "temporal"
     GRAPH = "graph"
+    ENTITY = "entity"
+    ESCALATED = "escalated"
     FUSED = "fused"
 
 
@@ -47,6 +49,37 @@ class DropReason(str, Enum):
     MIN_SCORE = "min_score"
     LIMIT = "limit"
     TOKEN_BUDGET = "token_budget"
+    INCLUDE = "include"  # a family ``include`` does not return (facts / passages)
+
+
+class Tier(str, Enum):
+    """Which tier answered: the response cache, the hybrid channels, or an escalated search."""
+
+    CACHE = "cache"
+    HYBRID = "hybrid"
+    ESCALATED = "escalated"
+
+
+class Retrieval(str, Enum):
+    """Request ``channels``: which candidate generators run. ``hybrid`` = every channel the
+    engine's ``channels`` config enables; ``vector`` = dense only; ``bm25`` = keyword only;
+    ``graph`` = the entity graph alone (memories naming the query's entities, expanded one
+    hop through shared entities)."""
+
+    HYBRID = "hybrid"
+    VECTOR = "vector"
+    BM25 = "bm25"
+    GRAPH = "graph"
+
+
+class Include(str, Enum):
+    """Request ``include``: which result families are returned (retrieval considers all).
+    ``facts`` = distilled statements (observations), ``passages`` = the written memories
+    themselves (turns, notes, document chunks; ``memory_type`` "fact"), ``both`` = all."""
+
+    FACTS = "facts"
+    PASSAGES = "passages"
+    BOTH = "both"
 
 
 class BlockOrder(str, Enum):
@@ -221,6 +254,12 @@ class RetrieveRequest:
     max_targets: int | None = None
     fallback_space_id: str | None = None
     principal: str | None = None
+    channels: Retrieval = Retrieval.HYBRID
+    include: Include = Include.BOTH
+    include_duplicates: bool = False
+    # scope paths in disjunctive normal form: OR over clauses, AND within one
+    lens: tuple[tuple[str, ...], ...] | None = None
+    context_hits: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """The request as plain JSON-able data (enums as their values)."""
@@ -230,9 +269,39 @@ class RetrieveRequest:
             if isinstance(value, Enum):
                 value = value.value
             elif isinstance(value, tuple):
-                value = [v.value if isinstance(v, Enum) else v for v in value]
+                value = [v.value if isinstance(v, Enum) else
+                         list(v) if isinstance(v, tuple) else v for v in value]
             out[name] = value
         return out
+
+
+@dataclass(frozen=True)
+class ContextHit:
+    """A row beside the results (not counted against ``limit``): material around a hit.
+
+    ``family``: ``turn`` (a neighbouring turn of the same session; ``offset`` -1 is the turn
+    before), ``section`` (a sibling memory of the same passage or document) or ``entity`` (a
+    fact card: ``content`` is ``"<entity>: fact; fact"``, ``memory_ids`` its facts).
+    ``related_to`` is the result it was found from.
+    """
+
+    family: str
+    related_to: str
+    space_id: str
+    content: str
+    memory_id: str | None = None
+    memory_ids: tuple[str, ...] = ()
+    entity: str | None = None
+    offset: int | None = None
+    timestamp: str | None = None
+    session_id: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"family": self.family, "related_to": self.related_to,
+                "space_id": self.space_id, "content": self.content,
+                "memory_id": self.memory_id, "memory_ids": list(self.memory_ids),
+                "entity": self.entity, "offset": self.offset, "timestamp": self.timestamp,
+                "session_id": self.session_id}
 
 
 @dataclass(frozen=True)
@@ -301,6 +370,10 @@ class RetrieveResponse:
     # set when the request was served in another mode than asked or configured: {"stage",
     # "requested", "used", "reason"} (e.g. a failed cross-encoder with rerank.on_failure=fallback)
     fallback: Mapping[str, str] | None = None
+    tier: Tier = Tier.HYBRID
+    query_ms: float = 0.0
+    trace_id: str | None = None  # ``get_receipt(trace_id)`` returns the trace
+    context_hits: list[ContextHit] | None = None  # None unless the request asked for them
 
     def to_dict(self) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -309,7 +382,12 @@ class RetrieveResponse:
             "context": self.context,
             "token_estimate": self.token_estimate,
             "receipt_id": self.receipt_id,
+            "tier": self.tier.value,
+            "query_ms": self.query_ms,
+            "trace_id": self.trace_id,
         }
+        if self.context_hits is not None:
+            body["context_hits"] = [h.to_dict() for h in self.context_hits]
         if self.searched is not None:  # the key is absent on an addressed read
             body["searched"] = [s.to_dict() for s in self.searched]
         if self.fallback is not None:  # the key is absent unless a fallback happened

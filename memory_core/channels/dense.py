@@ -52,6 +52,7 @@ class DenseIndex:
         self.dim = dim
         self.directory = directory
         self._indexes: dict[str, object] = {}
+        self._synced: dict[str, int] = {}  # space -> store version the index has caught up with
         self._lock = threading.Lock()
         self.rebuilt: list[str] = []  # spaces rebuilt from SQLite at load (for tests and logs)
 
@@ -68,13 +69,33 @@ class DenseIndex:
         return json.loads(path.read_text()) if path.exists() else {}
 
     def _index_for(self, space_id: str):
-        """The space's index, loading or rebuilding it on first use."""
+        """The space's index, loading or rebuilding it on first use, and catching up with rows
+        another engine wrote to the same store since (:meth:`_catch_up`)."""
         with self._lock:
+            version = self.store.space_version(space_id)
             index = self._indexes.get(space_id)
             if index is None:
                 index = self._load(space_id)
                 self._indexes[space_id] = index
+            elif self._synced.get(space_id) != version:
+                self._catch_up(space_id, index)
+            self._synced[space_id] = version
             return index
+
+    def _catch_up(self, space_id: str, index) -> None:
+        """Add the space's rows the index lacks (written through another engine on the same
+        store: this engine's own writes are added by :meth:`add`)."""
+        count, _ = self.store.space_stamp(space_id)
+        if count == index.ntotal:
+            return
+        faiss = _faiss()
+        held = set(faiss.vector_to_array(index.id_map).tolist())
+        ids, mat = self.store.space_embeddings(space_id)
+        missing = np.fromiter((i for i, r in enumerate(ids) if int(r) not in held), dtype=np.int64)
+        if len(missing):
+            index.add_with_ids(np.ascontiguousarray(mat[missing]), ids[missing])
+            log.info("vector index of %r caught up with %d rows written elsewhere", space_id,
+                     len(missing))
 
     def _load(self, space_id: str):
         faiss = _faiss()

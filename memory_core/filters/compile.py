@@ -1,6 +1,6 @@
 """One request's whole filter, compiled to one SQL predicate per space.
 
-    eligible(m) = scope(m) AND memory_type(m) AND tags(m) AND tag_groups(m)
+    eligible(m) = scope(m) AND lens(m) AND memory_type(m) AND tags(m) AND tag_groups(m)
                   AND recorded_at(m) <= as_of
                   AND event_end(m) >= occurred_after AND event_start(m) <= occurred_before
 
@@ -26,7 +26,7 @@ from typing import Any
 
 from memory_core.config import EngineSpec
 from memory_core.filters import fuzzy
-from memory_core.filters.scope import memory_type_filter, scope_only_filter
+from memory_core.filters.scope import lens_filter, memory_type_filter, scope_only_filter
 from memory_core.filters.tag_groups import (Match, Resolve, compile_groups, leaves,
                                             parse_groups, tags_sql)
 from memory_core.store import SqlFilter, Store
@@ -85,6 +85,7 @@ def compile_filter(request: RetrieveRequest, store: Store, space_id: str, spec: 
     ``trace``, when given, receives what fuzzy resolution added per named tag.
     """
     flt = scope_only_filter(request).and_(memory_type_filter(request))
+    flt = flt.and_(lens_filter(request.lens))
     if request.tags:
         flt = flt.and_(tags_sql(request.tags, Match(request.tags_match)))
     if request.tag_groups:
