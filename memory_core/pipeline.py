@@ -289,12 +289,14 @@ def run(comp: Components, request: RetrieveRequest, space_ids: Sequence[str], *,
     escalated = stages["tier"] == Tier.ESCALATED.value
     use_reranker = request.mode is Mode.ACCURATE or (
         escalated and comp.spec.escalate.rerank and comp.reranker is not None)
-    if use_reranker:
-        ranked = _rerank(comp, request, ranked, stages)
+    if use_reranker:  # an escalated fast read never fails on the cross-encoder: it falls back
+        ranked = _rerank(comp, request, ranked, stages,
+                         None if request.mode is Mode.ACCURATE else "fallback")
     else:
         ranked = score_by_rank(ranked, request.limit)
     if escalated:
-        stages["escalation"]["scored_by"] = "cross_encoder" if use_reranker else "position"
+        reranked = use_reranker and stages.get("rerank", {}).get("status") == "ok"
+        stages["escalation"]["scored_by"] = "cross_encoder" if reranked else "position"
     ranked = cut_min_score(ranked, request.min_score)
     ranked = cut_limit(ranked, request.limit)
 
@@ -507,7 +509,7 @@ def _result(m: Memory, score: float, sources: dict[int, str]) -> Result:
 
 
 def _rerank(comp: Components, request: RetrieveRequest, ranked: Ranked,
-            stages: dict[str, Any]) -> Ranked:
+            stages: dict[str, Any], on_failure: str | None = None) -> Ranked:
     """Accurate mode: cross-encoder scores for the top ``rerank.pool`` candidates, mapped back
     by memory id (see :mod:`memory_core.rerank.cross_encoder`).
 
@@ -526,12 +528,13 @@ def _rerank(comp: Components, request: RetrieveRequest, ranked: Ranked,
         out = rerank_pool(ranked, request.query, texts, comp.reranker, spec.pool)
     except Exception as exc:  # any reranker failure: raised as 422 or recorded as a fallback
         reason = f"{type(exc).__name__}: {exc}"
-        if spec.on_failure == "error":
+        if (on_failure or spec.on_failure) == "error":
             raise invalid("reranker_failed", f"the cross-encoder failed ({reason}); set "
                           "rerank.on_failure=fallback to serve fast-mode scores instead",
                           "mode") from exc
         stages["rerank"] = {"status": "fallback", "pool": spec.pool, "scored": 0}
-        stages["fallback"] = {"stage": "rerank", "requested": Mode.ACCURATE.value,
+        stages["fallback"] = {"stage": "rerank", "requested": Mode.ACCURATE.value
+                              if request.mode is Mode.ACCURATE else "escalation rerank",
                               "used": Mode.FAST.value, "reason": reason}
         return score_by_rank(ranked, request.limit)
     stages["rerank"] = {"status": "ok", "pool": spec.pool, "scored": len(pooled),

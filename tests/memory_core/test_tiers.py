@@ -372,3 +372,26 @@ def test_get_context_rejects_an_empty_query(eng):
     with pytest.raises(MemoryCoreError) as err:
         eng.get_context(query="  ", space_id="team", session_id="s1")
     assert err.value.status == 422 and err.value.field == "query"
+
+
+def test_an_escalated_fast_read_falls_back_when_the_cross_encoder_fails(hash_embedder):
+    class Broken:
+        def score(self, query, texts):
+            raise RuntimeError("model file is corrupt")
+
+        def identity(self):
+            return {"model": "broken"}
+
+    esc = EscalateSpec(enabled=True, min_candidates=50, rerank=True)
+    spec = dataclasses.replace(EngineSpec(), escalate=esc)
+    with MemoryEngine.open(":memory:", spec, embedder=hash_embedder, reranker=Broken()) as e:
+        e.create_space("s")
+        e.write_many("s", [{"content": "Alice joined Globex."}, {"content": "Bob likes tea."}])
+        resp = e.retrieve(query="where does alice work", space_id="s", **FAST)
+        assert resp.tier is Tier.ESCALATED and resp.results
+        assert resp.fallback["stage"] == "rerank" and "corrupt" in resp.fallback["reason"]
+        stages = e.get_receipt(resp.trace_id).stages
+        assert stages["escalation"]["scored_by"] == "position"
+        with pytest.raises(MemoryCoreError) as err:  # asked for accurate: still an error
+            e.retrieve(query="where does alice work", space_id="s", mode="accurate")
+        assert err.value.reason == "reranker_failed"
