@@ -76,6 +76,9 @@ def _variants(base: EngineSpec, tcfg: DictConfig) -> dict[str, EngineSpec]:
         "entity": dataclasses.replace(off, channels=dataclasses.replace(off.channels,
                                                                         entity=True)),
         "escalate": dataclasses.replace(off, escalate=esc),
+        # every question escalated: rewrite + widen alone, then with the cross-encoder
+        "escalate_always_norerank": dataclasses.replace(
+            off, escalate=dataclasses.replace(always, rerank=False)),
         "escalate_always": dataclasses.replace(off, escalate=always),
     }
 
@@ -168,11 +171,12 @@ def variant_rows(store: Path, variants: Mapping[str, EngineSpec], embedder: Embe
                 _read(eng, questions[0], limit)
             for q in tqdm(questions, desc=f"{dataset.name}/{name}", unit="q",
                           disable=not progress):
-                resp, ms = _read(eng, q, limit, context_hits=name == "hybrid",
-                                 receipt=False)
+                resp, ms = _read(eng, q, limit)
                 keys = ids.keys(r.memory_id for r in resp.results)
                 trace = eng.get_receipt(resp.trace_id)
                 esc = trace.stages.get("escalation") or {}
+                cosines = [c.get("top_cosine") for c in trace.stages.get("channels", {}).values()]
+                fused = sum(c.get("fused", 0) for c in trace.stages.get("channels", {}).values())
                 row = {"dataset": dataset.name, "variant": name, "query_id": q.query_id,
                        "kind": q.kind, "conversation": q.conversation or q.gold_space,
                        "gold_keys": list(q.gold_keys), "ranked_keys": keys,
@@ -181,9 +185,13 @@ def variant_rows(store: Path, variants: Mapping[str, EngineSpec], embedder: Embe
                        "escalated": resp.tier is Tier.ESCALATED,
                        "triggered_by": list(esc.get("triggered_by", [])),
                        "prf_terms": list(esc.get("prf_terms", [])),
+                       "top_cosine": max((c for c in cosines if c is not None), default=None),
+                       "fused": fused,
                        **score(keys, q.gold_keys, ids.sources, list(METRICS))}
-                if name == "hybrid":
-                    row.update(_context_row(resp, keys, q, ids))
+                if name == "hybrid":  # part 3, apart from the timed read above
+                    with_hits, hits_ms = _read(eng, q, limit, context_hits=True)
+                    row.update(_context_row(with_hits, keys, q, ids))
+                    row["context_hits_ms"] = hits_ms
                 rows.append(row)
     return rows
 
@@ -208,8 +216,30 @@ def _context_row(resp, keys: Sequence[str], q: QueryDef, ids: IdMap) -> dict[str
     return out
 
 
-def summarise(rows: Sequence[Mapping[str, Any]], n_resamples: int, seed: int
-              ) -> dict[str, Any]:
+def threshold_sweep(rows: Sequence[Mapping[str, Any]], min_candidates: int,
+                    escalated: str) -> list[dict[str, Any]]:
+    """Escalation at every ``min_top_cosine`` threshold, computed from two runs: a question
+    escalates iff its hybrid tier is thin (< ``min_candidates`` fused) or its top cosine is
+    under the threshold, and escalation is deterministic, so its recall at a threshold is the
+    ``escalated`` variant's on the questions that trigger and ``hybrid``'s on the others.
+    Thresholds: the 0th, 5th, ..., 100th percentiles of the top cosines (plus one above all)."""
+    base = {r["query_id"]: r for r in rows if r["variant"] == "hybrid"}
+    esc = {r["query_id"]: r for r in rows if r["variant"] == escalated}
+    keys = [k for k in base if k in esc and base[k]["top_cosine"] is not None]
+    if not keys:
+        return []
+    cos = np.array([base[k]["top_cosine"] for k in keys])
+    out = []
+    for t in sorted({*np.percentile(cos, np.arange(0, 101, 5)).round(4), float(cos.max()) + 1e-3}):
+        fire = [base[k]["fused"] < min_candidates or base[k]["top_cosine"] < t for k in keys]
+        rec = [(esc if f else base)[k]["recall@10"] for k, f in zip(keys, fire, strict=True)]
+        out.append({"min_top_cosine": float(t), "triggered_share": float(np.mean(fire)),
+                    "recall@10": float(np.mean(rec))})
+    return out
+
+
+def summarise(rows: Sequence[Mapping[str, Any]], n_resamples: int, seed: int,
+              min_candidates: int = 5) -> dict[str, Any]:
     """Per dataset: each variant's recall (CI), latency and triggers, the paired comparison
     with ``hybrid``, and the context-hit figures."""
     out: dict[str, Any] = {}
@@ -245,8 +275,12 @@ def summarise(rows: Sequence[Mapping[str, Any]], n_resamples: int, seed: int
                           if base[k]["latency_ms"] > 0]
                 cell["latency_ratio_p50"] = _percentile(ratios, 50)
             block["variants"][name] = cell
+        block["threshold_sweep"] = {v: threshold_sweep(sub, min_candidates, v)
+                                    for v in ("escalate_always_norerank", "escalate_always")
+                                    if v in block["variants"]}
         hyb = list(base.values())
         block["context_hits"] = {
+            "latency_ms_p50": _percentile([r["context_hits_ms"] for r in hyb], 50),
             "rows_per_question": float(np.mean([r["context_rows"] for r in hyb])) if hyb else 0,
             "evidence_recall_results": float(np.mean([r["evidence_recall_results"]
                                                       for r in hyb])) if hyb else None,
@@ -267,7 +301,7 @@ def plot(summary: Mapping[str, Any], path: Path) -> Path:
     import matplotlib.pyplot as plt
 
     names = list(summary)
-    fig, axes = plt.subplots(2, max(1, len(names)), figsize=(4.2 * max(1, len(names)), 6),
+    fig, axes = plt.subplots(3, max(1, len(names)), figsize=(4.6 * max(1, len(names)), 9),
                              squeeze=False)
     for j, ds in enumerate(names):
         variants = summary[ds]["variants"]
@@ -280,8 +314,14 @@ def plot(summary: Mapping[str, Any], path: Path) -> Path:
         axes[0, j].set_ylim(0, 1)
         axes[1, j].bar(labels, [variants[v]["latency_ms_p50"] for v in labels], color="#dd8452")
         axes[1, j].set_title("p50 latency (ms)")
-        for ax in axes[:, j]:
+        for ax in axes[:2, j]:
             ax.tick_params(axis="x", labelrotation=20, labelsize=8)
+        for name, sweep in summary[ds].get("threshold_sweep", {}).items():
+            axes[2, j].plot([p["triggered_share"] for p in sweep],
+                            [p["recall@10"] for p in sweep], marker=".", label=name)
+        axes[2, j].set_xlabel("share of questions escalated (min_top_cosine sweep)")
+        axes[2, j].set_ylabel("recall@10")
+        axes[2, j].legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -330,7 +370,8 @@ def run_tiers(cfg: DictConfig, run_dir: Path, embedder: Embedder | None = None
         if i == 0:
             cache = cache_stream(store, variants["hybrid"], embedder, ds, ids, tcfg.cache, seed,
                                  progress, 10 * int(limit_q) if limit_q else None)
-    summary = summarise(rows, int(cfg.eval.get("n_resamples", 2000)), seed)
+    summary = summarise(rows, int(cfg.eval.get("n_resamples", 2000)), seed,
+                        variants["escalate"].escalate.min_candidates)
     meta = {**_common_meta(cfg, models, datasets),
             "dataset": {"name": "+".join(d.name for d in datasets), "sha256": {
                 f"{d.name}:{k}": v for d in datasets for k, v in d.source_sha256.items()}},
@@ -385,8 +426,16 @@ def _report(meta: Mapping[str, Any]) -> tuple[Table, list[str]]:
                     "" if vs is None else f"{cell['latency_ratio_p50']:.2f}"]
             t.add_row(*vals)
             lines.append("| " + " | ".join(vals) + " |")
+        for name, sweep in block.get("threshold_sweep", {}).items():
+            best = max(sweep, key=lambda p: p["recall@10"]) if sweep else None
+            if best is not None:
+                lines += ["", f"**{ds} threshold sweep ({name})**: best recall@10 "
+                          f"{best['recall@10']:.3f} at min_top_cosine {best['min_top_cosine']:.3f}"
+                          f" ({best['triggered_share']:.0%} escalated); none escalated: "
+                          f"{sweep[0]['recall@10']:.3f}"]
         ch = block["context_hits"]
-        lines += ["", f"**{ds} context hits**: {ch['rows_per_question']:.1f} rows a question; "
+        lines += ["", f"**{ds} context hits** (p50 {ch['latency_ms_p50']:.1f} ms with them): "
+                  f"{ch['rows_per_question']:.1f} rows a question; "
                   f"evidence recall of results {ch['evidence_recall_results']:.3f} -> with "
                   f"context hits {ch['evidence_recall_with_context']:.3f}; share of questions "
                   "with gold found only in context hits: " + ", ".join(
