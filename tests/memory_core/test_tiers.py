@@ -197,7 +197,7 @@ def test_entity_matches_seed_the_hybrid_tier_as_candidates(hash_embedder):
 
 # -- escalation ------------------------------------------------------------------------------
 def test_thin_hybrid_tier_escalates_and_the_receipt_says_why(hash_embedder):
-    esc = EscalateSpec(enabled=True, min_candidates=50, rerank=False)
+    esc = EscalateSpec(enabled=True, min_candidates=50)
     with _engine(hash_embedder, escalate=esc) as e:
         e.create_space("s")
         e.write_many("s", [{"content": "Alice joined Globex as an engineer."},
