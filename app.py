@@ -236,6 +236,9 @@ def render_receipt(engine: MemoryEngine, receipt_id: str, gold_keys: list[str] |
             col.metric(name, f"{row[name]:.3f}")
         st.caption(f"gold: {', '.join(gold_keys or []) or '—'} (the `gold` column marks results "
                    "that retrieve a gold key, observations through their sources)")
+    if view.tier is not None:
+        st.caption(f"tier `{view.tier}`" + (f" (cached from `{view.stages.get('cached_from')}`)"
+                                            if view.stages.get("cached_from") else ""))
     with st.expander("Request", expanded=False):
         st.json(req)
 
@@ -268,6 +271,17 @@ def render_receipt(engine: MemoryEngine, receipt_id: str, gold_keys: list[str] |
     for reason, table in view.dropped.items():
         st.markdown(f"**{reason}** · {table.height} cut")
         show_table(table)
+
+    if view.candidates is not None:
+        with st.expander(f"Candidates per channel ({view.candidates.height})", expanded=False):
+            st.caption("Each channel's list before fusion (rank in it), the fused rank, and "
+                       "whether the memory was returned: why a memory came back or did not.")
+            show_table(view.candidates)
+    if isinstance(view.stages.get("escalation"), dict):
+        esc = view.stages["escalation"]
+        st.caption(f"escalated ({', '.join(esc.get('triggered_by', []))}): rewritten query "
+                   f"`{esc.get('rewritten_query')}` · new candidates {esc.get('new_candidates')}"
+                   f" · new in results {len(esc.get('new_in_results', []))}")
 
     st.markdown(f"#### Rendered block (~{view.token_estimate} tokens)")
     st.code(view.block or "(empty)", language=None)

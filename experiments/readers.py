@@ -523,6 +523,8 @@ class ReceiptView:
     routing: dict[str, Any] | None = None        # the router's decision (router, reason, ...)
     routing_scores: pl.DataFrame | None = None   # every eligible space's score, chosen or not
     contributions: pl.DataFrame | None = None    # what each expansion subject contributed
+    candidates: pl.DataFrame | None = None       # every channel's candidates (the trace)
+    tier: str | None = None                      # cache | hybrid | escalated (None: older receipt)
 
 
 def receipt_view(engine: MemoryEngine, receipt_id: str,
@@ -571,7 +573,8 @@ def receipt_view(engine: MemoryEngine, receipt_id: str,
                        dropped=dropped, searched=searched_table(receipt),
                        subjects=expansion_subjects(receipt), block=block,
                        token_estimate=tokens, stages=_plain(receipt.stages), routing=routing,
-                       routing_scores=scores, contributions=expansion_contributions(receipt))
+                       routing_scores=scores, contributions=expansion_contributions(receipt),
+                       candidates=candidate_table(receipt), tier=receipt.stages.get("tier"))
 
 
 def request_fields(receipt: Receipt) -> dict[str, Any]:
@@ -627,6 +630,37 @@ def expansion_contributions(receipt: Receipt) -> pl.DataFrame | None:
              "only_this": ", ".join(e.get("only_this") or [])} for e in entries]
     return pl.DataFrame(rows, schema={"subject": pl.String, "found": pl.Int64,
                                       "in_results": pl.Int64, "only_this": pl.String})
+
+
+def candidate_table(receipt: Receipt) -> pl.DataFrame | None:
+    """The trace's candidate sets: one row per (space, memory) with its rank in each channel's
+    list (``stages["candidates"]``, ``trace.depth`` rows per list), its fused rank, and whether
+    it was returned, by fused rank. None for receipts written before traces existed."""
+    block = receipt.stages.get("candidates")
+    if not isinstance(block, Mapping) or not block:
+        return None
+    returned = set(receipt.stages.get("returned") or [k.memory_id for k in receipt.kept])
+    channels = sorted({c for lists in block.values() if isinstance(lists, Mapping)
+                       for c in lists if c != "fused"})
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    for space, lists in block.items():
+        if not isinstance(lists, Mapping):
+            continue
+        for channel, entries in lists.items():
+            for memory_id, score, rank in entries:
+                row = rows.setdefault((space, memory_id), {
+                    "space_id": space, "memory_id": memory_id, "fused_rank": None,
+                    "fused_score": None, **{f"rank_{c}": None for c in channels},
+                    "returned": memory_id in returned})
+                if channel == "fused":
+                    row["fused_rank"], row["fused_score"] = int(rank), float(score)
+                else:
+                    row[f"rank_{channel}"] = int(rank)
+    schema = {"space_id": pl.String, "memory_id": pl.String, "fused_rank": pl.Int64,
+              "fused_score": pl.Float64, **{f"rank_{c}": pl.Int64 for c in channels},
+              "returned": pl.Boolean}
+    return pl.DataFrame(list(rows.values()), schema=schema).sort(
+        ["fused_rank", "memory_id"], nulls_last=True)
 
 
 def routing_decision(receipt: Receipt) -> tuple[dict[str, Any] | None, pl.DataFrame | None]:

@@ -91,8 +91,13 @@ def test_per_query_view_shows_kept_dropped_and_block(app, tiny_outputs):
     assert f"#### Dropped ({len(receipt.dropped)})" in md
     for reason, n in counts.items():
         assert f"**{reason}** · {n} cut" in md
-    drop_tables = [t.value for t in app.table][1:]
+    tables = [t.value for t in app.table]
+    drop_tables = tables[1:1 + len(counts)]
     assert sum(len(t) for t in drop_tables) == len(receipt.dropped)
+    # then the trace: every channel's candidates, the returned ones flagged
+    candidates = tables[1 + len(counts)]
+    assert set(candidates.loc[candidates["returned"], "memory_id"]) == {
+        k.memory_id for k in receipt.kept}
     limit_table = drop_tables[[r for r in ("dedup", "min_score", "limit", "token_budget")
                                if r in counts].index("limit")]
     limit_drops = [d for d in receipt.dropped if d.reason.value == "limit"]

@@ -206,6 +206,14 @@ def test_receipt_view_joins_memories_and_groups_drops(store):
     assert len(block) == len(receipt.kept) and block[0].startswith("1. ")
     assert view.searched is None and view.subjects is None
     assert view.request["limit"] == 1 and "route" not in view.request
+    # the trace: every channel's candidates, with fused rank and whether it came back
+    assert view.tier == "hybrid"
+    cands = view.candidates
+    assert {"rank_dense", "rank_keyword", "fused_rank", "returned"} <= set(cands.columns)
+    returned = cands.filter(pl.col("returned"))["memory_id"].to_list()
+    assert returned == [k.memory_id for k in receipt.kept]
+    fused = receipt.stages["candidates"][receipt.request["space_id"]]["fused"]
+    assert cands["fused_rank"].drop_nulls().to_list() == [r for _, _, r in fused]
     with pytest.raises(MemoryCoreError) as err:
         readers.receipt_view(eng, "rcpt_missing")
     assert err.value.status == 404
