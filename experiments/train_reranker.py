@@ -139,12 +139,16 @@ class Recipe:
     split: SplitSpec = field(default_factory=SplitSpec)
     train: TrainSpec = field(default_factory=TrainSpec)
     eval_ks: tuple[int, ...] = (1, 5, 10)
+    # also evaluate reranking only the first p of each first-stage list (rerank.pool = p; the
+    # rest keep their first-stage order): for choosing rerank.pool on held-out training data
+    eval_pools: tuple[int, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return json.loads(json.dumps(dataclasses.asdict(self), default=list))
 
 
-RECIPE_KEYS = ("name", "base_model", "seed", "sources", "mining", "split", "train", "eval_ks")
+RECIPE_KEYS = ("name", "base_model", "seed", "sources", "mining", "split", "train", "eval_ks",
+               "eval_pools")
 
 
 def recipe_from_mapping(values: Mapping[str, Any]) -> Recipe:
@@ -153,8 +157,9 @@ def recipe_from_mapping(values: Mapping[str, Any]) -> Recipe:
     sources = {name: spec_from_mapping(SourceSpec, _tuples(src, ("exclude_conversations",
                                                                  "kinds")))
                for name, src in (values.pop("sources", None) or {}).items()}
-    if "eval_ks" in values:
-        values["eval_ks"] = tuple(values["eval_ks"])
+    for key in ("eval_ks", "eval_pools"):
+        if key in values:
+            values[key] = tuple(values[key])
     recipe = spec_from_mapping(Recipe, values)
     return dataclasses.replace(recipe, sources=sources)
 
@@ -197,6 +202,7 @@ class Mined:
     ranked: tuple[str, ...]
     negatives: tuple[str, ...]
     texts: Mapping[str, str]
+    dataset: str = ""   # the dataset it came from (held-out metrics are also reported by it)
 
 
 def family(dataset_name: str) -> str:
@@ -297,7 +303,7 @@ def mine(name: str, dataset: Dataset, src: SourceSpec, spec: EngineSpec, mining:
                 source=family(dataset.name), group=str(q.conversation or q.gold_space),
                 query_id=q.query_id, query=q.text, gold=tuple(q.gold_keys), ranked=ranked,
                 negatives=negatives[:want],
-                texts={k: texts[k] for k in (*ranked, *q.gold_keys)}))
+                texts={k: texts[k] for k in (*ranked, *q.gold_keys)}, dataset=dataset.name))
     return out
 
 
@@ -307,8 +313,9 @@ def split_groups(mined: Sequence[Mined], heldout_fraction: float, seed: int
     """Train and held-out questions, split by conversation, stratified by source.
 
     Per source, its conversations are sorted, shuffled with
-    ``random.Random(f"{seed}:{source}")``, and the first ``max(1, round(f * n))`` are held out (none when ``f == 0`` or ``n < 2``), so
-    every source with two or more conversations is also evaluated on unseen ones.
+    ``random.Random(f"{seed}:{source}")``, and the first ``max(1, round(f * n))`` are held
+    out (none when ``f == 0`` or ``n < 2``), so every source with two or more conversations is
+    also evaluated on unseen ones.
     """
     if not 0.0 <= heldout_fraction < 1.0:
         raise ValueError(f"split.heldout_fraction must be in [0, 1), got {heldout_fraction}")
@@ -354,22 +361,33 @@ def training_pairs(mined: Sequence[Mined], seed: int) -> list[dict[str, Any]]:
 
 # --------------------------------------------------------------------------- evaluation
 def evaluate_heldout(model: Any, heldout: Sequence[Mined], ks: Sequence[int], batch_size: int,
-                     progress: bool) -> dict[str, Any]:
+                     progress: bool, pools: Sequence[int] = ()) -> dict[str, Any]:
     """Recall@k and MRR of the first-stage lists before and after reranking them with
-    ``model`` (``recall@k = |G ∩ top k| / |G|``), overall and per source. Questions whose
-    first-stage list holds no gold still count (both orders score 0 on them)."""
+    ``model`` (``recall@k = |G ∩ top k| / |G|``), overall, per source (benchmark family) and
+    per dataset when a family has more than one. Questions whose first-stage list holds no
+    gold still count (both orders score 0 on them).
+
+    ``reranked/*`` reranks the whole list (``mining.depth`` deep); ``reranked@p/*`` reranks
+    only its first ``p`` and keeps the rest in first-stage order, as the engine does with
+    ``rerank.pool = p`` (it cuts the rest; at ``k <= p`` the two agree).
+    """
     names = [f"recall@{k}" for k in ks] + ["mrr"]
     per: dict[str, dict[str, list[float]]] = {}
     for m in tqdm(heldout, desc="held-out eval", unit="q", disable=not progress):
-        reranked = list(m.ranked)
-        if m.ranked:
-            scores = model.predict([(m.query, m.texts[k]) for k in m.ranked],
+        ranked = list(m.ranked)
+        order = list(range(len(ranked)))
+        if ranked:
+            scores = model.predict([(m.query, m.texts[k]) for k in ranked],
                                    batch_size=batch_size, show_progress_bar=False)
-            order = sorted(range(len(m.ranked)), key=lambda i: (-float(scores[i]), i))
-            reranked = [m.ranked[i] for i in order]
-        for label, ranking in (("first_stage", list(m.ranked)), ("reranked", reranked)):
+            order = sorted(order, key=lambda i: (-float(scores[i]), i))
+        rankings = {"first_stage": ranked, "reranked": [ranked[i] for i in order]}
+        for p in pools:
+            head = [i for i in order if i < p]   # the first p, in score order
+            rankings[f"reranked@{p}"] = [ranked[i] for i in head] + ranked[p:]
+        cells = dict.fromkeys((m.source, m.dataset or m.source, "all"))
+        for label, ranking in rankings.items():
             values = M.evaluate_query(ranking, m.gold, names)
-            for source in (m.source, "all"):
+            for source in cells:
                 cell = per.setdefault(source, {})
                 for metric, value in values.items():
                     cell.setdefault(f"{label}/{metric}", []).append(value)
@@ -481,7 +499,8 @@ def train(recipe: Recipe, *, spec: EngineSpec | None = None, data_dir: str | Non
                  recipe.train.batch_size)
         fit = _fit(model, rows, recipe, work, progress)
         metrics = evaluate_heldout(model, heldout_q, recipe.eval_ks, batch_size=64,
-                                   progress=progress) if heldout_q else {}
+                                   progress=progress, pools=recipe.eval_pools) \
+            if heldout_q else {}
         model_dir = work / "model"
         model.save_pretrained(str(model_dir))
         card = {
@@ -556,13 +575,24 @@ def card_markdown(card: Mapping[str, Any]) -> str:
         lines.append("No held-out conversations (split.heldout_fraction = 0).")
     else:
         metric_names = sorted({k.split("/", 1)[1] for cell in heldout.values() for k in cell
-                               if "/" in k})
+                               if k.startswith("first_stage/")})
         lines += ["| source | n | " + " | ".join(metric_names) + " |",
                   "|---|---|" + "---|" * len(metric_names)]
         for source, cell in heldout.items():
             vals = [f"{cell[f'first_stage/{m}']:.3f} -> {cell[f'reranked/{m}']:.3f}"
                     for m in metric_names]
             lines.append(f"| {source} | {cell['n']} | " + " | ".join(vals) + " |")
+        pools = card["recipe"].get("eval_pools") or []
+        if pools:
+            depth = card["recipe"]["mining"]["depth"]
+            lines += ["", f"Reranking only the first p of the top {depth} (the engine's "
+                      "`rerank.pool = p`):", "",
+                      "| source | pool | " + " | ".join(metric_names) + " |",
+                      "|---|---|" + "---|" * len(metric_names)]
+            for source, cell in heldout.items():
+                for p in pools:
+                    vals = [f"{cell[f'reranked@{p}/{m}']:.3f}" for m in metric_names]
+                    lines.append(f"| {source} | {p} | " + " | ".join(vals) + " |")
     return "\n".join(lines) + "\n"
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from experiments.data.synthetic import generate_world, tiny_spec
 from experiments.train_reranker import (Mined, SourceSpec, _load_source, compose_train_config,
-                                        ensure_trained, mine, recipe_from_config,
+                                        ensure_trained, evaluate_heldout, mine, recipe_from_config,
                                         recipe_from_mapping, split_check, split_groups,
                                         training_pairs)
 from memory_core.config import EngineSpec, RerankSpec
@@ -27,6 +27,8 @@ def test_every_recipe_preset_composes(preset):
                                                       "paths.root_dir=."]))
     assert recipe.name == preset and recipe.train.max_steps >= 1
     assert set(recipe.sources) == {"synthetic", "longmemeval", "locomo"}
+    if preset != "for_longmemeval":  # only that one may train on LoCoMo
+        assert recipe.sources["locomo"].enabled is False
 
 
 def test_default_recipe_never_trains_on_locomo_and_the_other_never_on_longmemeval():
@@ -78,6 +80,28 @@ def test_training_pairs_label_gold_one_and_negatives_zero():
     rows = training_pairs([_mined("a", "c", "q", gold=("g1", "g2"), negatives=("n",))], seed=0)
     assert sorted((r["document"], r["label"]) for r in rows) == [
         ("text g1", 1.0), ("text g2", 1.0), ("text n", 0.0)]
+
+
+class _ByLength:
+    """A fake cross-encoder: longer text, higher score."""
+
+    def predict(self, pairs, batch_size, show_progress_bar):
+        return [float(len(text)) for _, text in pairs]
+
+
+def test_heldout_eval_reranks_the_whole_list_or_only_the_pool():
+    # first stage: n1, n22, g4444 (gold last); by length the gold goes first
+    m = Mined("longmemeval", "q1", "q1", "question", ("g4444",), ("n1", "n22", "g4444"), (),
+              {"n1": "a", "n22": "bb", "g4444": "cccc"}, dataset="longmemeval_s")
+    out = evaluate_heldout(_ByLength(), [m], ks=[1], batch_size=8, progress=False, pools=[2])
+    assert set(out) == {"longmemeval", "longmemeval_s", "all"}
+    cell = out["longmemeval_s"]
+    assert cell["n"] == 1
+    third = pytest.approx(1 / 3, abs=1e-4)  # metrics are rounded to 4 places
+    assert cell["first_stage/recall@1"] == 0.0 and cell["first_stage/mrr"] == third
+    assert cell["reranked/recall@1"] == 1.0 and cell["reranked/mrr"] == 1.0
+    # pool 2 reranks n1, n22 only (n22 first); the gold stays third, unscored
+    assert cell["reranked@2/recall@1"] == 0.0 and cell["reranked@2/mrr"] == third
 
 
 def test_mining_uses_the_engines_first_stage_and_never_negates_gold(hash_embedder):
