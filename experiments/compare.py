@@ -190,6 +190,7 @@ def compare(a: Run, b: Run, *, metrics: Sequence[str] | None = None,
         raise CompareError("the runs have no metric column in common")
     named = {**a.headline, **{k: v for k, v in b.headline.items() if k not in a.headline}}
     rows: list[Row] = []
+    known: dict[str, None] = {}  # groups some (mode, view) offers, in order (typos are errors)
     for ma, mb, view in _pairs(a, b, mode_a, mode_b, views):
         left = _side(a.frame, ma, view, common)
         right = _side(b.frame, mb, view, common)
@@ -205,6 +206,7 @@ def compare(a: Run, b: Run, *, metrics: Sequence[str] | None = None,
         kinds = joined["kind"].to_list()
         plan = [*[(g, set(ks)) for g, ks in named.items()], ("all", None),
                 *[(k, {k}) for k in kind_order(kinds)]]
+        known.update(dict.fromkeys(group for group, _ in plan))
         for group, members in plan:
             if groups and group not in groups:
                 continue
@@ -226,6 +228,10 @@ def compare(a: Run, b: Run, *, metrics: Sequence[str] | None = None,
                 rows.append(Row(ma, mb, view, group, metric, res.n, len(set(convs)),
                                 res.mean_a, res.mean_b, res.delta, res.ci_low, res.ci_high,
                                 res.p_value, res.p_value, res.wins, res.losses, res.ties))
+    unknown_groups = [g for g in groups or [] if g not in known]
+    if unknown_groups:  # silently dropping one would shrink the Holm family chosen up front
+        raise CompareError(f"group(s) {unknown_groups} not in the runs; groups: "
+                           f"{list(known)}")
     if not rows:
         raise CompareError(f"nothing to compare: no query in the groups {list(groups or [])}")
     adjusted = holm([r.p_value for r in rows])

@@ -138,5 +138,9 @@ def test_groups_choose_the_holm_family(tmp_path):
     assert [r.group for r in chosen] == ["h"]
     assert chosen[0].p_value == next(r for r in every if r.group == "h").p_value
     assert chosen[0].p_holm == chosen[0].p_value  # a family of one: no adjustment
-    with pytest.raises(CompareError, match="nothing to compare"):
+    with pytest.raises(CompareError, match=r"\['nope'\] not in the runs"):
         compare(a, b, n_resamples=200, groups=["nope"])
+    # a misspelled name beside a real one is refused too: dropping it silently would shrink
+    # the Holm family chosen up front
+    with pytest.raises(CompareError, match=r"\['cat1-4'\] not in the runs.*'h', 'all', '1'"):
+        compare(a, b, n_resamples=200, groups=["h", "cat1-4"])
