@@ -100,8 +100,8 @@ def test_receipt_page_in_chromium(server, tiny_outputs, tmp_path):
             page = context.new_page()
             page.goto(link, wait_until="domcontentloaded")
             tables = page.locator("[data-testid=stTable]")
-            # kept + one table per drop reason
-            expect(tables).to_have_count(1 + len(counts), timeout=90_000)
+            # kept + one table per drop reason + the trace's candidates (in a closed expander)
+            expect(tables).to_have_count(2 + len(counts), timeout=90_000)
             expect(page.get_by_role("heading", name=receipt.request["query"])).to_be_visible()
             expect(page.get_by_text(f"Kept ({len(receipt.kept)})")).to_be_visible()
             expect(page.get_by_text(f"Dropped ({len(receipt.dropped)})")).to_be_visible()
