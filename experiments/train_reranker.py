@@ -104,6 +104,9 @@ class MiningSpec:
 
     depth: int = 30
     negatives_per_positive: int = 3
+    # mine observations too: one whose sources hold gold is an extra positive (the kind of
+    # memory LoCoMo's top results mostly are), any other is a negative candidate
+    observations: bool = False
 
 
 @dataclass(frozen=True)
@@ -203,6 +206,7 @@ class Mined:
     negatives: tuple[str, ...]
     texts: Mapping[str, str]
     dataset: str = ""   # the dataset it came from (held-out metrics are also reported by it)
+    also_positive: tuple[str, ...] = ()  # observations restating gold (mining.observations)
 
 
 def family(dataset_name: str) -> str:
@@ -284,6 +288,8 @@ def mine(name: str, dataset: Dataset, src: SourceSpec, spec: EngineSpec, mining:
     if not 1 <= mining.depth <= spec.max_limit:
         raise ValueError(f"mining.depth must be 1-{spec.max_limit}, got {mining.depth}")
     texts = {m.key: m.content for m in dataset.memories}
+    # observations (notes with sources): extra positives when they restate gold
+    notes = {m.key for m in dataset.memories if m.source_keys} if mining.observations else set()
     out: list[Mined] = []
     with MemoryEngine.open(":memory:", dataclasses.replace(spec, default_mode="fast"),
                            embedder=embedder) as engine:
@@ -291,19 +297,22 @@ def mine(name: str, dataset: Dataset, src: SourceSpec, spec: EngineSpec, mining:
         questions = _questions(dataset, ids, src)
         for q in tqdm(questions, desc=f"mine {name}", unit="q", disable=not progress):
             resp = engine.retrieve(query=q.text, space_id=q.gold_space, limit=mining.depth,
-                                   mode="fast", memory_types=["fact"],
-                                   prefer_observations=False)
+                                   mode="fast", prefer_observations=False,
+                                   **({} if mining.observations else {"memory_types": ["fact"]}))
             ranked = tuple(ids.keys(r.memory_id for r in resp.results))
             gold = frozenset(q.gold_keys)
             also = set(q.metadata.get("also_answered_by") or ())
             negatives = tuple(k for k in ranked if k not in also and not
                               (set(ids.sources.get(k, (k,))) & gold))
-            want = mining.negatives_per_positive * len(gold)
+            restating = tuple(k for k in ranked if k in notes
+                              and set(ids.sources.get(k, ())) & gold)
+            want = mining.negatives_per_positive * (len(gold) + len(restating))
             out.append(Mined(
                 source=family(dataset.name), group=str(q.conversation or q.gold_space),
                 query_id=q.query_id, query=q.text, gold=tuple(q.gold_keys), ranked=ranked,
                 negatives=negatives[:want],
-                texts={k: texts[k] for k in (*ranked, *q.gold_keys)}, dataset=dataset.name))
+                texts={k: texts[k] for k in (*ranked, *q.gold_keys)}, dataset=dataset.name,
+                also_positive=restating))
     return out
 
 
@@ -353,7 +362,8 @@ def training_pairs(mined: Sequence[Mined], seed: int) -> list[dict[str, Any]]:
     """``{"query", "document", "label"}`` rows: gold texts 1.0, mined negatives 0.0, shuffled."""
     rows = []
     for m in mined:
-        rows += [{"query": m.query, "document": m.texts[k], "label": 1.0} for k in m.gold]
+        rows += [{"query": m.query, "document": m.texts[k], "label": 1.0}
+                 for k in (*m.gold, *m.also_positive)]
         rows += [{"query": m.query, "document": m.texts[k], "label": 0.0} for k in m.negatives]
     random.Random(seed).shuffle(rows)
     return rows

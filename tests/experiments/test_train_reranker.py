@@ -124,6 +124,32 @@ def test_mining_uses_the_engines_first_stage_and_never_negates_gold(hash_embedde
         assert list(m.negatives) == [k for k in m.ranked if k in m.negatives]  # best first
 
 
+def test_mining_observations_adds_notes_restating_gold_as_positives(hash_embedder):
+    import dataclasses
+
+    from experiments.train_reranker import MiningSpec
+
+    world = generate_world(dataclasses.replace(tiny_spec(seed=5), observations_per_space=4))
+    src = SourceSpec(data={"name": "synthetic"}, kinds=("near_verbatim", "paraphrase"))
+    notes = {m.key: set(m.source_keys) for m in world.memories if m.source_keys}
+    assert notes
+    plain = mine("synthetic", world, src, EngineSpec(), MiningSpec(depth=20),
+                 progress=False, embedder=hash_embedder)
+    assert not any(set(m.ranked) & set(notes) for m in plain)  # facts only by default
+    assert all(m.also_positive == () for m in plain)
+    both = mine("synthetic", world, src, EngineSpec(), MiningSpec(depth=20, observations=True),
+                progress=False, embedder=hash_embedder)
+    restating = [m for m in both if m.also_positive]
+    assert restating
+    for m in both:
+        assert set(m.also_positive) <= set(notes)
+        assert all(notes[k] & set(m.gold) for k in m.also_positive)
+        assert not set(m.negatives) & set(m.also_positive)
+    rows = training_pairs(restating[:1], seed=0)
+    positives = {r["document"] for r in rows if r["label"] == 1.0}
+    assert {restating[0].texts[k] for k in restating[0].also_positive} <= positives
+
+
 def test_split_check_refuses_training_conversations():
     world = generate_world(tiny_spec())
     card = {"name": "x", "trained_families": ["synthetic"],
