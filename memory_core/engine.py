@@ -344,7 +344,8 @@ class MemoryEngine(RoutingMixin):
             self._authorised(req.space_id, req.principal, "viewer")
         if req.fallback_space_id is not None:
             self._authorised(req.fallback_space_id, req.principal, "viewer")
-        versions = self.store.versions()
+        # one SQL read a request, only when a cache can use it
+        versions = self.store.versions() if self.spec.cache.enabled else {}
         day = None if req.query_timestamp else format_instant(self.clock())[:10]
         key = cache_key(req, day, {"recent_session": recent_session, "mode_given":
                                    body.get("mode") is not None})

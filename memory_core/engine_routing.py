@@ -16,7 +16,7 @@ from memory_core import pipeline
 from memory_core.config import PLATFORM_MAX_TARGETS, RoutingSpec
 from memory_core.errors import ErrorCode, MemoryCoreError, invalid
 from memory_core.expand import split_subjects
-from memory_core.request import parse_request
+from memory_core.request import check_target, parse_request
 from memory_core.routing import (RouteDecision, RouteQuery, RouteReason, Router,
                                  RouterUnavailable, build_router, decide, thresholds_of)
 from memory_core.types import RetrieveRequest, SearchedEntry, Space
@@ -201,12 +201,7 @@ class RoutingMixin:
         that cannot work (``router_disabled``, ``model_unavailable``,
         ``answer_outside_candidates``) is 422 ``no_route_target``, as is "nothing fits" in a
         store without a default space the principal may write to."""
-        if space_id is not None and route is not None:
-            raise MemoryCoreError(ErrorCode.ROUTE_CONFLICT, "both",
-                                  "give exactly one of space_id and route, not both", "route")
-        if space_id is None and route is None:
-            raise MemoryCoreError(ErrorCode.ROUTE_CONFLICT, "neither",
-                                  "give exactly one of space_id and route", "space_id")
+        check_target(space_id, route)
         if route != "auto":
             raise invalid("invalid_choice", f"route must be 'auto'; got {route!r}", "route")
         if not isinstance(content, str) or not content.strip():

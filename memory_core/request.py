@@ -77,6 +77,17 @@ def _choice(body: Mapping[str, Any], name: str, default: str, choices: tuple[str
     return value
 
 
+def check_target(space_id: str | None, route: Any) -> None:
+    """Exactly one of ``space_id`` and ``route`` (reads and writes alike): 422
+    ``route_conflict`` with reason ``both`` or ``neither``."""
+    if space_id is not None and route is not None:
+        raise MemoryCoreError(ErrorCode.ROUTE_CONFLICT, "both",
+                              "give exactly one of space_id and route, not both", "route")
+    if space_id is None and route is None:
+        raise MemoryCoreError(ErrorCode.ROUTE_CONFLICT, "neither",
+                              "give exactly one of space_id and route", "space_id")
+
+
 def parse_request(body: Mapping[str, Any], spec: EngineSpec = EngineSpec(),
                   available_modes: frozenset[Mode] = frozenset({Mode.FAST}),
                   unavailable: Mapping[Mode, str] | None = None) -> RetrieveRequest:
@@ -104,12 +115,7 @@ def parse_request(body: Mapping[str, Any], spec: EngineSpec = EngineSpec(),
 
     space_id = _str(body, "space_id")
     route = body.get("route")
-    if space_id is not None and route is not None:
-        raise MemoryCoreError(ErrorCode.ROUTE_CONFLICT, "both",
-                              "give exactly one of space_id and route, not both", "route")
-    if space_id is None and route is None:
-        raise MemoryCoreError(ErrorCode.ROUTE_CONFLICT, "neither",
-                              "give exactly one of space_id and route", "space_id")
+    check_target(space_id, route)
     if route is not None and route not in ROUTES:
         raise invalid("invalid_choice", f"route must be one of {', '.join(ROUTES)}; got "
                       f"{route!r}", "route")
