@@ -112,6 +112,7 @@ def prefer_observations(ranked: Ranked, notes_of: Callable[[list[str]], Mapping[
         if note not in placed:
             ranks = dict(c.channel_ranks)
             kept.append(Candidate(note, c.score, c.rank, Channel.FUSED if note not in present
-                                  else c.channel, frozen_map(ranks), c.space_id))
+                                  else c.channel, frozen_map(ranks), c.space_id,
+                                  c.channel_scores))
             placed.add(note)
     return ranked.reranked(kept, drops)

@@ -7,7 +7,7 @@ Every stage takes an immutable candidate list and returns a new one; every cut a
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from types import MappingProxyType
 from typing import Any
@@ -126,7 +126,9 @@ class Candidate:
     """One memory on a ranked list: its score and 1-based rank in that list.
 
     ``channel_ranks`` keeps the rank the memory had in each channel that produced it, so a
-    fused or reranked candidate still says where it came from.
+    fused or reranked candidate still says where it came from; ``channel_scores`` keeps the raw
+    score it had there (cosine, BM25, ...), the evidence a learned scorer stacks. A channel
+    that did not return the memory is absent from both (a missing value, not zero).
     """
 
     memory_id: str
@@ -135,6 +137,7 @@ class Candidate:
     channel: Channel
     channel_ranks: Mapping[str, int] = field(default_factory=lambda: frozen_map(None))
     space_id: str | None = None
+    channel_scores: Mapping[str, float] = field(default_factory=lambda: frozen_map(None))
 
 
 @dataclass(frozen=True)
@@ -166,7 +169,7 @@ class Ranked:
                  drops: list[Drop] | tuple[Drop, ...] = ()) -> Ranked:
         """A new list with ranks renumbered from 1 in the given order."""
         renumbered = tuple(
-            Candidate(c.memory_id, c.score, i + 1, c.channel, c.channel_ranks, c.space_id)
+            replace(c, rank=i + 1)
             for i, c in enumerate(candidates)
         )
         return Ranked(renumbered, self.drops + tuple(drops))

@@ -29,6 +29,7 @@ def rrf(lists: Sequence[Sequence[Candidate]], k: int = 60) -> list[Candidate]:
         raise ValueError(f"rrf k must be >= 0, got {k}")
     scores: dict[str, float] = {}
     ranks: dict[str, dict[str, int]] = {}
+    raws: dict[str, dict[str, float]] = {}  # raw channel scores (Candidate.channel_scores)
     spaces: dict[str, str | None] = {}
     for lst in lists:
         for c in lst:
@@ -36,7 +37,11 @@ def rrf(lists: Sequence[Sequence[Candidate]], k: int = 60) -> list[Candidate]:
             merged = ranks.setdefault(c.memory_id, {})
             for name, r in (c.channel_ranks or {c.channel.value: c.rank}).items():
                 merged[name] = min(r, merged.get(name, r))
+            raw = raws.setdefault(c.memory_id, {})
+            for name, v in (c.channel_scores or {c.channel.value: c.score}).items():
+                raw[name] = max(float(v), raw.get(name, float(v)))
             spaces.setdefault(c.memory_id, c.space_id)
     order = sorted(scores, key=lambda m: (-scores[m], min(ranks[m].values()), m))
-    return [Candidate(m, scores[m], i + 1, Channel.FUSED, frozen_map(ranks[m]), spaces[m])
+    return [Candidate(m, scores[m], i + 1, Channel.FUSED, frozen_map(ranks[m]), spaces[m],
+                      frozen_map(raws[m]))
             for i, m in enumerate(order)]

@@ -56,6 +56,7 @@ def weighted_sum(lists: Sequence[Sequence[Candidate]], weights: Mapping[str, flo
     """Fuse per-channel lists by a weighted sum of normalised scores (see module docstring)."""
     per_list: list[tuple[float, dict[str, float], float]] = []  # (weight, scores, floor)
     ranks: dict[str, dict[str, int]] = {}
+    raws: dict[str, dict[str, float]] = {}  # raw channel scores (Candidate.channel_scores)
     spaces: dict[str, str | None] = {}
     for lst in lists:
         if not lst:
@@ -67,8 +68,12 @@ def weighted_sum(lists: Sequence[Sequence[Candidate]], weights: Mapping[str, flo
             merged = ranks.setdefault(c.memory_id, {})
             for name, r in (c.channel_ranks or {c.channel.value: c.rank}).items():
                 merged[name] = min(r, merged.get(name, r))
+            raw = raws.setdefault(c.memory_id, {})
+            for name, v in (c.channel_scores or {c.channel.value: c.score}).items():
+                raw[name] = max(float(v), raw.get(name, float(v)))
             spaces.setdefault(c.memory_id, c.space_id)
     fused = {m: sum(w * scores.get(m, floor) for w, scores, floor in per_list) for m in ranks}
     order = sorted(fused, key=lambda m: (-fused[m], min(ranks[m].values()), m))
-    return [Candidate(m, fused[m], i + 1, Channel.FUSED, frozen_map(ranks[m]), spaces[m])
+    return [Candidate(m, fused[m], i + 1, Channel.FUSED, frozen_map(ranks[m]), spaces[m],
+                      frozen_map(raws[m]))
             for i, m in enumerate(order)]

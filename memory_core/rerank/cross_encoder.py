@@ -32,6 +32,8 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
+
 import math
 import threading
 from collections.abc import Mapping, Sequence
@@ -82,7 +84,7 @@ def rerank_pool(ranked: Ranked, query: str, texts: Mapping[str, str], reranker: 
     head, tail = ranked.candidates[:pool], ranked.candidates[pool:]
     scores = _checked_scores(reranker.score(query, [texts[c.memory_id] for c in head])
                              if head else [], len(head))
-    scored = [Candidate(c.memory_id, s, c.rank, c.channel, c.channel_ranks, c.space_id)
+    scored = [dataclasses.replace(c, score=s)
               for c, s in zip(head, scores, strict=True)]
     order = sorted(range(len(scored)), key=lambda i: (-scored[i].score, i))
     drops = [Drop(c.memory_id, DropReason.LIMIT, "rerank", c.score, c.rank,

@@ -8,7 +8,9 @@ and 0.0 beyond the page. The score says where a memory sits, not how well it mat
 
 from __future__ import annotations
 
-from memory_core.types import Candidate, Ranked
+import dataclasses
+
+from memory_core.types import Ranked
 
 
 def rank_scores(n: int, limit: int) -> list[float]:
@@ -26,6 +28,6 @@ def score_by_rank(ranked: Ranked, limit: int) -> Ranked:
     """Replace fused scores with position scores; order unchanged."""
     scores = rank_scores(len(ranked.candidates), limit)
     return ranked.reranked([
-        Candidate(c.memory_id, s, c.rank, c.channel, c.channel_ranks, c.space_id)
+        dataclasses.replace(c, score=s)
         for c, s in zip(ranked.candidates, scores, strict=True)
     ])
