@@ -15,9 +15,13 @@ from rich.table import Table
 from experiments.stats import bootstrap_ci
 from experiments.trec import write_qrels, write_run
 
-OBSERVATION_NOTE = ("A returned observation counts as retrieving its source_ids (view "
-                    "'with_observations'); 'raw_turns' scores facts only, without observations. A "
-                    "(near-)duplicate counts as retrieving the fact it restates.")
+OBSERVATION_NOTE = ("Views: 'raw_turns' (the headline where a dataset ships observations) "
+                    "scores facts only, what users wrote, the figure comparable with other "
+                    "engines; 'with_observations' also lets the store's observations answer (for "
+                    "LoCoMo: the data set's LLM-written observations), a returned observation "
+                    "counting as retrieving its source_ids. A (near-)duplicate counts as "
+                    "retrieving the fact it restates. pool_recall@k: gold share in the top k of "
+                    "the fused candidate pool (the ceiling of any reranker over that pool).")
 
 
 SESSION_NOTE = ("session_<metric>: the returned memories mapped to the sessions of what they "

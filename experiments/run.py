@@ -44,10 +44,29 @@ from experiments.thresholds import compare_modes, print_comparison
 from experiments.train_reranker import prepare_reranker, reranker_split
 from memory_core import MemoryEngine
 
+# Views of one run, headline first. ``raw_turns``: facts only (what users wrote; the figure
+# comparable with other engines); ``with_observations``: the store as built, where a dataset's
+# LLM-written observations (LoCoMo ships them) may answer for their source turns. A dataset
+# without observations has only the second view (it is then the raw view).
 VIEWS = {
-    "with_observations": {},
     "raw_turns": {"memory_types": ["fact"], "prefer_observations": False},
+    "with_observations": {},
 }
+
+
+def pool_recall(engine: MemoryEngine, trace_id: str, space_id: str | None, q: QueryDef,
+                ids: IdMap, ks: list[int]) -> dict[str, float | None]:
+    """Candidate recall of the first stage: the share of the query's gold turns among the top
+    ``k`` of the fused pool (after fusion and its boosts, before dedup, scoring and ``limit``;
+    read from the trace, which must keep at least ``max(ks)`` rows: ``engine.trace.depth``).
+    This is the ceiling of any reranker that scores that pool. ``pool_recall@k``."""
+    if not ks:
+        return {}
+    lists = engine.get_receipt(trace_id).stages.get("candidates", {})
+    fused = [row[0] for row in (lists.get(space_id) or {}).get("fused", [])]
+    keys = ids.keys(m for m in fused if m in ids.key_of)
+    got = score(keys, q.gold_keys, ids.sources, [f"recall@{k}" for k in ks])
+    return {f"pool_{name}": value for name, value in got.items()}
 
 
 def scorable(dataset: Dataset, ids: IdMap) -> tuple[list[QueryDef], Counter[str]]:
@@ -130,6 +149,10 @@ def evaluate(engine: MemoryEngine, queries: list[QueryDef], ids: IdMap, cfg: Dic
 
         ragas = RagasIdScorer(k=int(cfg.eval.get("ragas_k") or max(cfg.eval.ks)))
     views = [v for v in VIEWS if v == "with_observations" or (cfg.eval.raw_turns and has_observations)]
+    pool_ks = [int(k) for k in (cfg.eval.get("pool_ks") or [])]
+    if pool_ks and max(pool_ks) > engine.spec.trace.depth:
+        raise ValueError(f"eval.pool_ks {pool_ks} needs engine.trace.depth >= {max(pool_ks)}, "
+                         f"got {engine.spec.trace.depth}")
     rows: list[dict[str, Any]] = []
     for mode in (modes if modes is not None else list(cfg.eval.modes)):
         for view in views:
@@ -150,6 +173,7 @@ def evaluate(engine: MemoryEngine, queries: list[QueryDef], ids: IdMap, cfg: Dic
                     "recall_curve": plots.recall_curve(keys, q.gold_keys, ids.sources, limit),
                     **score(keys, q.gold_keys, ids.sources, metric_names),
                     **session_scores(keys, q, ids, sessions),
+                    **pool_recall(engine, resp.trace_id, q.gold_space, q, ids, pool_ks),
                     **(ragas.score(keys, q.gold_keys, ids.sources) if ragas else {}),
                 })
     return rows
@@ -157,7 +181,8 @@ def evaluate(engine: MemoryEngine, queries: list[QueryDef], ids: IdMap, cfg: Dic
 
 def reported_metrics(cfg: DictConfig) -> list[str]:
     """Every per-query metric column the summary aggregates, in report order."""
-    names = [*cfg.eval.metrics, *session_names(cfg)]
+    names = [*cfg.eval.metrics, *[f"pool_recall@{k}" for k in (cfg.eval.get("pool_ks") or [])],
+             *session_names(cfg)]
     if cfg.eval.get("ragas"):
         from experiments.ragas_metrics import column_names
 
@@ -261,12 +286,12 @@ def _jsonable(value: Any) -> Any:
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")
 def main(cfg: DictConfig) -> float:
     """Hydra entry point; returns recall@10 of the first mode on the headline group (or all
-    queries) for sweepers."""
+    queries), raw-turn view when there is one, for sweepers."""
     meta = run_experiment(cfg, Path(HydraConfig.get().runtime.output_dir))
     if "objective" in meta:  # other runners name their own sweep objective
         return float(meta["objective"])
     first = next(iter(meta["metrics"].values()), {})
-    kinds = first.get("with_observations", {})
+    kinds = first.get("raw_turns") or first.get("with_observations", {})
     cell = kinds.get(next(iter(meta["headline"]), "all")) or kinds.get("all", {})
     return float((cell.get("recall@10") or {}).get("mean", 0.0))
 

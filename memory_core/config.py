@@ -59,6 +59,14 @@ class ChannelsSpec:
     # experiment, conf/experiment/tiers.yaml)
     entity: bool = False
     entity_pool: int = 50
+    # keyword: BM25 weight of a turn's neighbour turns (the indexed ``context`` column, see
+    # memory_core/store.py _refresh_turn_context) beside its own text (weight 1); 0 = own text only
+    keyword_context_weight: float = 0.0
+
+    def __post_init__(self) -> None:
+        w = self.keyword_context_weight
+        if not (isinstance(w, (int, float)) and 0.0 <= w <= 10.0):
+            raise ValueError(f"channels.keyword_context_weight must be within [0, 10], got {w!r}")
 
 
 @dataclass(frozen=True)
@@ -74,8 +82,18 @@ class FusionSpec:
     rrf_k: int = 60
     norm: str = "minmax"
     weights: Mapping[str, float] = field(default_factory=lambda: {"dense": 1.0, "keyword": 1.0})
+    # after fusion (memory_core/fusion/boost.py): a memory also scores by the best fused score
+    # of its session (hierarchical evidence) and when the query names its speaker
+    # (``metadata[speaker_key]``); 0 = off
+    session_weight: float = 0.0
+    speaker_weight: float = 0.0
+    speaker_key: str = "speaker"
 
     def __post_init__(self) -> None:
+        for name in ("session_weight", "speaker_weight"):
+            w = getattr(self, name)
+            if not (isinstance(w, (int, float)) and 0.0 <= w <= 10.0):
+                raise ValueError(f"fusion.{name} must be within [0, 10], got {w!r}")
         if self.method not in ("rrf", "weighted"):
             raise ValueError(f"unknown fusion method {self.method!r}; valid: rrf, weighted")
         if self.norm not in ("minmax", "zscore"):

@@ -30,6 +30,7 @@ from memory_core.errors import MemoryCoreError, invalid
 from memory_core.expand import split_subjects
 from memory_core.filters.compile import compile_filter
 from memory_core.fusion import fuse
+from memory_core.fusion.boost import boost
 from memory_core.fusion.rrf import rrf
 from memory_core.receipts import budget_drops, cut_limit, cut_min_score
 from memory_core.rerank.cross_encoder import Reranker, rerank_pool
@@ -112,7 +113,8 @@ def candidates_for_space(comp: Components, request: RetrieveRequest, space_id: s
         add("dense", dense)
         counts["top_cosine"] = round(float(dense[0].score), 6) if dense else None
     if (hybrid and ch.keyword) or which is Retrieval.BM25:
-        add("keyword", keyword.search(comp.store, space_id, request.query, flt, ch.keyword_pool))
+        add("keyword", keyword.search(comp.store, space_id, request.query, flt, ch.keyword_pool,
+                                      ch.keyword_context_weight))
     if hybrid and ch.temporal and window is not None:
         add("temporal", temporal.search(comp.dense, space_id, query_vec, flt, window,
                                         ch.temporal_pool))
@@ -132,6 +134,7 @@ def candidates_for_space(comp: Components, request: RetrieveRequest, space_id: s
         if gl:
             lists.append(gl)
             fused = fuse(lists, spec.fusion)
+    fused = _boosted(comp, request.query, fused)
     stages.setdefault("channels", {})[space_id] = {**counts, "fused": len(fused)}
     if graph_on and request.as_of is not None:
         stages["channels"][space_id]["graph_skipped"] = "as_of"
@@ -198,7 +201,25 @@ def _pool(comp: Components, request: RetrieveRequest, space_ids: Sequence[str], 
             log.warning("search of space %r failed: %s", space_id, failed[space_id])
     if len(fused_by_space) == 1:
         return next(iter(fused_by_space.values()))
-    return fuse(merge_across_spaces(lists), comp.spec.fusion) if lists else []
+    return _boosted(comp, request.query, fuse(merge_across_spaces(lists), comp.spec.fusion)
+                    ) if lists else []
+
+
+def _boosted(comp: Components, query: str, fused: list[Candidate]) -> list[Candidate]:
+    """The fused list re-scored by session evidence and named speakers
+    (``fusion.session_weight`` / ``speaker_weight``; :mod:`memory_core.fusion.boost`)."""
+    fs = comp.spec.fusion
+    if not fused or (fs.session_weight == 0 and fs.speaker_weight == 0):
+        return fused
+    attrs = comp.store.turn_attributes((r for c in fused if (r := rowid_of(c.memory_id))),
+                                       fs.speaker_key)
+    space_of = {c.memory_id: c.space_id for c in fused}
+    # sessions are named per space: the same session name in two spaces is two sessions
+    session_of = {m: (space_of[m], a[0]) if a[0] is not None else None
+                  for r, a in attrs.items() if (m := memory_id_of(r)) in space_of}
+    speaker_of = {memory_id_of(r): a[1] for r, a in attrs.items()}
+    return boost(fused, session_of, speaker_of, query, session_weight=fs.session_weight,
+                 speaker_weight=fs.speaker_weight)
 
 
 def run(comp: Components, request: RetrieveRequest, space_ids: Sequence[str], *,

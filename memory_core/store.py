@@ -77,7 +77,7 @@ CREATE TABLE IF NOT EXISTS memory_entities (
 );
 CREATE INDEX IF NOT EXISTS memory_entities_entity ON memory_entities(entity);
 CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts USING fts5(
-    content, tokenize = 'porter unicode61 remove_diacritics 2'
+    content, context, tokenize = 'porter unicode61 remove_diacritics 2'
 );
 CREATE TABLE IF NOT EXISTS memory_scopes (
     memory_rowid INTEGER NOT NULL REFERENCES memories(rowid),
@@ -187,6 +187,7 @@ class Store:
             self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute("PRAGMA foreign_keys=ON")
         self._conn.executescript(SCHEMA)
+        self._migrate_fts_context()
 
     def close(self) -> None:
         with self._lock:
@@ -256,7 +257,7 @@ class Store:
                      it.occurred_start, it.occurred_end, it.user_id, it.agent_id, it.session_id,
                      np.ascontiguousarray(it.embedding, dtype=np.float32).tobytes(), it.minhash),
                 ).lastrowid
-                c.execute("INSERT INTO memories_fts(rowid, content) VALUES (?, ?)",
+                c.execute("INSERT INTO memories_fts(rowid, content, context) VALUES (?, ?, '')",
                           (rowid, it.content))
                 c.executemany("INSERT OR IGNORE INTO memory_tags VALUES (?, ?)",
                               [(rowid, t) for t in it.tags])
@@ -268,11 +269,52 @@ class Store:
                               [(rowid, p) for p in it.scopes])
                 previous_passage = passage_id
                 rowids.append(int(rowid))
+            _refresh_turn_context(c, rowids)
             # every write moves its spaces' versions (what the response cache checks)
             c.executemany("INSERT INTO space_versions VALUES (?, 1) ON CONFLICT(space_id) "
                           "DO UPDATE SET version = version + 1",
                           [(sp,) for sp in dict.fromkeys(it.space_id for it in items)])
         return rowids
+
+    def _migrate_fts_context(self) -> None:
+        """Stores written before the ``context`` column (neighbour turns, see
+        :func:`_refresh_turn_context`) get the column and their contexts, once, in one
+        transaction: the full-text table is rebuilt from ``memories``."""
+        with self._lock:
+            cols = [d[0] for d in self._conn.execute("SELECT * FROM memories_fts LIMIT 0")
+                    .description]
+        if "context" in cols:
+            return
+        with self.transaction() as c:
+            c.execute("DROP TABLE memories_fts")
+            c.execute(SCHEMA[SCHEMA.index("CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts"):]
+                      .split(";")[0])
+            c.execute("INSERT INTO memories_fts(rowid, content, context) "
+                      "SELECT rowid, content, '' FROM memories")
+            _refresh_turn_context(c, [int(r[0]) for r in c.execute(
+                "SELECT rowid FROM memories WHERE session_id IS NOT NULL")])
+
+    def turn_attributes(self, rowids: Iterable[int], speaker_key: str
+                        ) -> dict[int, tuple[str | None, str | None]]:
+        """``rowid -> (session_id, speaker)`` with the speaker read from
+        ``metadata[speaker_key]`` (None when absent or not a string)."""
+        if '"' in speaker_key or "\\" in speaker_key:
+            raise ValueError(f"speaker_key may not hold quotes or backslashes: {speaker_key!r}")
+        path = f'$."{speaker_key}"'
+        out: dict[int, tuple[str | None, str | None]] = {}
+        for chunk in _chunks(sorted(set(rowids)), 500):
+            marks = ",".join("?" * len(chunk))
+            for r in self._query(
+                    "SELECT rowid, session_id, CASE WHEN json_type(metadata, ?) = 'text' "
+                    f"THEN json_extract(metadata, ?) END FROM memories WHERE rowid IN ({marks})",
+                    (path, path, *chunk)):
+                out[int(r[0])] = (r[1], r[2])
+        return out
+
+    def turn_context(self, rowid: int) -> str | None:
+        """The neighbour text indexed beside a memory (``None``: no such row)."""
+        rows = self._query("SELECT context FROM memories_fts WHERE rowid = ?", (rowid,))
+        return rows[0][0] if rows else None
 
     def versions(self) -> dict[str, int]:
         """Every space's version: 0 when never written, +1 per write batch touching it. A
@@ -387,13 +429,20 @@ class Store:
         return int(row[0]), int(row[1])
 
     def keyword_search(self, space_id: str, match: str, flt: SqlFilter,
-                       depth: int) -> list[tuple[int, float]]:
+                       depth: int, context_weight: float = 0.0) -> list[tuple[int, float]]:
         """BM25 (SQLite FTS5) over one space's eligible memories: [(rowid, score)], best first.
 
-        FTS5's ``bm25()`` is lower-is-better; the returned score is its negation.
+        FTS5's ``bm25()`` is lower-is-better; the returned score is its negation. The memory's
+        own text weighs 1; its neighbour turns' text (``context`` column) weighs
+        ``context_weight`` (0: not searched at all, only the memory's own words match).
         """
+        w = float(context_weight)
+        if not (w == w and 0.0 <= w <= 10.0):  # NaN or out of range
+            raise ValueError(f"context_weight must be within [0, 10], got {context_weight!r}")
+        if w == 0.0:
+            match = f"content : ({match})"
         rows = self._query(
-            "SELECT f.rowid, bm25(memories_fts) AS s FROM memories_fts f "
+            f"SELECT f.rowid, bm25(memories_fts, 1.0, {w!r}) AS s FROM memories_fts f "
             "JOIN memories m ON m.rowid = f.rowid "
             f"WHERE memories_fts MATCH ? AND m.space_id = ? AND ({flt.where}) "
             "ORDER BY s, f.rowid LIMIT ?", (match, space_id, *flt.params, depth))
@@ -494,6 +543,54 @@ class Store:
     def list_receipts(self, limit: int = 100) -> list[Receipt]:
         rows = self._query("SELECT body FROM receipts ORDER BY created_at DESC LIMIT ?", (limit,))
         return [Receipt.from_dict(json.loads(r["body"])) for r in rows]
+
+
+_TURN_ORDER_BEFORE = (
+    "SELECT m.rowid, m.content FROM memories m WHERE m.space_id = ? AND m.session_id = ? "
+    "AND m.memory_type = 'fact' AND m.user_id IS ? AND m.agent_id IS ? AND "
+    "(m.timestamp < ? OR (m.timestamp = ? AND m.rowid < ?)) "
+    "ORDER BY m.timestamp DESC, m.rowid DESC LIMIT 1")
+_TURN_ORDER_AFTER = (
+    "SELECT m.rowid, m.content FROM memories m WHERE m.space_id = ? AND m.session_id = ? "
+    "AND m.memory_type = 'fact' AND m.user_id IS ? AND m.agent_id IS ? AND "
+    "(m.timestamp > ? OR (m.timestamp = ? AND m.rowid > ?)) "
+    "ORDER BY m.timestamp, m.rowid LIMIT 1")
+
+
+def _refresh_turn_context(c: sqlite3.Connection, rowids: Sequence[int]) -> None:
+    """Index each written turn's conversational context beside it.
+
+    A fact with a ``session_id`` is a turn of that session; its *context* is the text of the
+    turn before and the turn after it (same space, session, user and agent; ordered by
+    timestamp, then write order). The context goes into the ``context`` column of the
+    full-text table, never into the memory: the keyword channel weighs it
+    (``channels.keyword_context_weight``), so a short answer ("Yes, last Tuesday!") is found
+    through the question it answers, and the turn itself is what comes back. Writing a turn
+    changes its neighbours' contexts too, so they are recomputed in the same transaction.
+    Cost: two indexed look-ups per affected turn, no embedding.
+    """
+    if not rowids:
+        return
+    affected: dict[int, tuple] = {}
+    for chunk in _chunks(sorted(set(rowids)), 500):
+        marks = ",".join("?" * len(chunk))
+        for r in c.execute("SELECT rowid, space_id, session_id, user_id, agent_id, timestamp "
+                           f"FROM memories WHERE rowid IN ({marks}) AND session_id IS NOT NULL "
+                           "AND memory_type = 'fact'", chunk):
+            key = tuple(r[1:5])
+            affected[int(r[0])] = (*key, r[5])
+            for sql in (_TURN_ORDER_BEFORE, _TURN_ORDER_AFTER):
+                n = c.execute(sql, (*key, r[5], r[5], r[0])).fetchone()
+                if n is not None and int(n[0]) not in affected:
+                    m = c.execute("SELECT space_id, session_id, user_id, agent_id, timestamp "
+                                  "FROM memories WHERE rowid = ?", (n[0],)).fetchone()
+                    affected[int(n[0])] = tuple(m)
+    for rowid, (space, session, user, agent, ts) in affected.items():
+        parts = [n[1] for sql in (_TURN_ORDER_BEFORE, _TURN_ORDER_AFTER)
+                 if (n := c.execute(sql, (space, session, user, agent, ts, ts, rowid))
+                     .fetchone()) is not None]
+        c.execute("UPDATE memories_fts SET context = ? WHERE rowid = ?",
+                  ("\n".join(parts), rowid))
 
 
 def _chunks(seq: Sequence[int], size: int) -> Iterator[list[int]]:

@@ -42,12 +42,14 @@ def match_expression(query: str) -> str | None:
     return " OR ".join(f'"{w}"' for w in words)
 
 
-def search(store: Store, space_id: str, query: str, flt: SqlFilter, depth: int) -> list[Candidate]:
-    """Top ``depth`` eligible memories of the space by BM25."""
+def search(store: Store, space_id: str, query: str, flt: SqlFilter, depth: int,
+           context_weight: float = 0.0) -> list[Candidate]:
+    """Top ``depth`` eligible memories of the space by BM25; a turn's neighbour turns count
+    with ``context_weight`` beside its own text (``channels.keyword_context_weight``)."""
     expr = match_expression(query)
     if expr is None or depth <= 0:
         return []
-    hits = store.keyword_search(space_id, expr, flt, depth)
+    hits = store.keyword_search(space_id, expr, flt, depth, context_weight)
     return [Candidate(memory_id_of(rowid), score, i + 1, Channel.KEYWORD,
                       frozen_map({Channel.KEYWORD.value: i + 1}), space_id)
             for i, (rowid, score) in enumerate(hits)]

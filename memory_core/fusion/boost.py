@@ -1,0 +1,87 @@
+"""Conversation-aware re-scoring of a fused list: session evidence and named speakers.
+
+Two signals that a single memory cannot carry alone, added after fusion over the same pool
+(nothing is added to or removed from the list; only the order changes):
+
+    s'(d)      = s(d) / s_max                                 the fused score, scaled to (0, 1]
+    boosted(d) = s'(d) + w_session * max{ s'(e) : e in the pool, session(e) = session(d) }
+                       + w_speaker * [the query names speaker(d)]
+
+- *Session evidence* (hierarchical retrieval): a turn of a session whose best turn matches the
+  question well is more likely to hold the evidence than an equally scored turn of an
+  unrelated session. A memory without a session is its own session (its term is its own
+  score), so it is never pushed below what it scored itself.
+- *Speaker*: in a conversation memory the question usually names the person it is about
+  ("What did Caroline research?"), and that person's own turns are the likely evidence. A
+  speaker is named when every word of its name appears among the query's words (case-folded).
+
+Ties are broken by the fused rank, so with both weights 0 the order is the fused order.
+
+References: hierarchical (session-then-turn) retrieval in LongMemEval (Wu et al., ICLR 2025,
+section 5: "session decomposition" and round-level keys); score propagation from passages to
+their document, e.g. MaxP/FirstP aggregation (Dai & Callan, SIGIR 2019).
+
+Example:
+    >>> from memory_core.types import Candidate, Channel
+    >>> fused = [Candidate("a", 0.04, 1, Channel.FUSED), Candidate("b", 0.03, 2, Channel.FUSED),
+    ...          Candidate("c", 0.02, 3, Channel.FUSED)]
+    >>> out = boost(fused, {"a": "s1", "b": "s2", "c": "s1"}, {"c": "Caroline"},
+    ...             "What did Caroline say?", session_weight=0.5, speaker_weight=0.2)
+    >>> [(c.memory_id, round(c.score, 3)) for c in out]   # c: 0.5 + 0.5 * 1.0 + 0.2
+    [('a', 1.5), ('c', 1.2), ('b', 1.125)]
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Hashable, Mapping, Sequence
+
+from memory_core.types import Candidate
+
+_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+
+
+def query_words(query: str) -> frozenset[str]:
+    """The query's words, case-folded (what a speaker name is matched against)."""
+    return frozenset(_WORD.findall(query.casefold()))
+
+
+def names_speaker(words: frozenset[str], speaker: str | None) -> bool:
+    """Whether every word of ``speaker`` is among ``words`` (an empty name never matches)."""
+    if not speaker:
+        return False
+    parts = _WORD.findall(speaker.casefold())
+    return bool(parts) and all(p in words for p in parts)
+
+
+def boost(fused: Sequence[Candidate], session_of: Mapping[str, Hashable | None],
+          speaker_of: Mapping[str, str | None], query: str, *, session_weight: float,
+          speaker_weight: float) -> list[Candidate]:
+    """The fused list re-scored by session evidence and named speakers (module docstring).
+
+    ``session_of`` / ``speaker_of`` map memory ids to their session and speaker (absent or
+    None: none). Returns a new list, ranks renumbered from 1; the input is not changed.
+    """
+    if not fused or (session_weight == 0 and speaker_weight == 0):
+        return list(fused)
+    top = max(c.score for c in fused)
+    scale = top if top > 0 else 1.0
+    scaled = {c.memory_id: c.score / scale for c in fused}
+    best: dict[Hashable, float] = {}
+    for c in fused:
+        session = session_of.get(c.memory_id)
+        if session is not None:
+            best[session] = max(best.get(session, float("-inf")), scaled[c.memory_id])
+    words = query_words(query) if speaker_weight else frozenset()
+    scores: dict[str, float] = {}
+    for c in fused:
+        s = scaled[c.memory_id]
+        session = session_of.get(c.memory_id)
+        s += session_weight * (best[session] if session is not None else s)
+        if speaker_weight and names_speaker(words, speaker_of.get(c.memory_id)):
+            s += speaker_weight
+        scores[c.memory_id] = s
+    order = sorted(fused, key=lambda c: (-scores[c.memory_id], c.rank))
+    return [dataclasses.replace(c, score=scores[c.memory_id], rank=i + 1)
+            for i, c in enumerate(order)]

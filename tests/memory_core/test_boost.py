@@ -1,0 +1,101 @@
+"""Session evidence and named speakers after fusion (memory_core/fusion/boost.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from memory_core import MemoryEngine
+from memory_core.config import EngineSpec, FusionSpec
+from memory_core.fusion.boost import boost, names_speaker, query_words
+from memory_core.types import Candidate, Channel
+
+
+def _fused(*scores: float) -> list[Candidate]:
+    return [Candidate(f"m{i}", s, i + 1, Channel.FUSED) for i, s in enumerate(scores)]
+
+
+def test_zero_weights_keep_the_fused_list():
+    fused = _fused(0.05, 0.04, 0.03)
+    assert boost(fused, {"m2": "s"}, {"m2": "Ann"}, "Ann?", session_weight=0,
+                 speaker_weight=0) == fused
+
+
+def test_session_evidence_by_hand():
+    # scaled: m0 1.0, m1 0.8, m2 0.4; sessions: m0, m2 in A; m1 in B
+    out = boost(_fused(0.05, 0.04, 0.02), {"m0": "A", "m1": "B", "m2": "A"}, {}, "q",
+                session_weight=0.5, speaker_weight=0.0)
+    got = {c.memory_id: c.score for c in out}
+    assert got == pytest.approx({"m0": 1.0 + 0.5 * 1.0, "m1": 0.8 + 0.5 * 0.8,
+                                 "m2": 0.4 + 0.5 * 1.0})
+    assert [c.memory_id for c in out] == ["m0", "m1", "m2"]
+    assert [c.rank for c in out] == [1, 2, 3]
+
+
+def test_a_memory_without_session_is_its_own_session():
+    out = boost(_fused(0.05, 0.04), {"m0": "A"}, {}, "q", session_weight=1.0,
+                speaker_weight=0.0)
+    assert {c.memory_id: c.score for c in out} == pytest.approx({"m0": 2.0, "m1": 1.6})
+
+
+def test_named_speaker_lifts_their_turns():
+    out = boost(_fused(0.05, 0.04, 0.03), {}, {"m2": "Caroline", "m0": "Melanie"},
+                "What did Caroline research?", session_weight=0.0, speaker_weight=0.5)
+    assert [c.memory_id for c in out] == ["m2", "m0", "m1"]
+    assert out[0].score == pytest.approx(0.6 + 0.5)
+
+
+def test_speaker_matching_rules():
+    words = query_words("Where did Mary Ann go, and what did Bob's sister say?")
+    assert names_speaker(words, "Mary Ann")
+    assert names_speaker(words, "BOB")
+    assert not names_speaker(words, "Mary Jane")  # every word of the name must appear
+    assert not names_speaker(words, "")
+    assert not names_speaker(words, None)
+
+
+def test_ties_keep_the_fused_order():
+    out = boost(_fused(0.05, 0.05, 0.05), {}, {}, "q", session_weight=0.3, speaker_weight=0.1)
+    assert [c.memory_id for c in out] == ["m0", "m1", "m2"]
+
+
+def test_fusion_spec_rejects_bad_weights():
+    with pytest.raises(ValueError, match="session_weight"):
+        FusionSpec(session_weight=-0.1)
+    with pytest.raises(ValueError, match="speaker_weight"):
+        FusionSpec(speaker_weight=float("inf"))
+
+
+def test_engine_ranks_the_named_speakers_turn_first(hash_embedder):
+    """Named scenario: two people say the same thing; the question asks about one of them."""
+    spec = EngineSpec(fusion=FusionSpec(speaker_weight=0.5))
+    with MemoryEngine.open(":memory:", spec, embedder=hash_embedder) as eng:
+        eng.create_space("chat")
+        mel, car = eng.write_many("chat", [
+            {"content": "The pottery class was fun, I went on Monday.",
+             "metadata": {"speaker": "Melanie"}, "timestamp": "2024-01-01T00:00:00Z"},
+            {"content": "I joined a pottery class last week.",
+             "metadata": {"speaker": "Caroline"}, "timestamp": "2024-01-01T00:00:00Z"},
+        ])
+        resp = eng.retrieve(query="When did Caroline go to the pottery class?", space_id="chat",
+                            mode="fast", limit=2)
+        assert [r.memory_id for r in resp.results] == [car, mel]
+
+
+def test_sessions_of_two_spaces_are_not_merged(hash_embedder):
+    """A routed read ranks several spaces as one list: a session name used in two spaces must
+    not lend one space's best score to the other's turns."""
+    from memory_core.pipeline import _boosted
+
+    spec = EngineSpec(fusion=FusionSpec(session_weight=1.0))
+    with MemoryEngine.open(":memory:", spec, embedder=hash_embedder) as eng:
+        eng.create_space("a")
+        eng.create_space("b")
+        a1, a2 = eng.write_many("a", [{"content": "one", "session_id": "s1"},
+                                      {"content": "two", "session_id": "s1"}])
+        (b1,) = eng.write_many("b", [{"content": "three", "session_id": "s1"}])
+        fused = [Candidate(a1, 0.05, 1, Channel.FUSED, space_id="a"),
+                 Candidate(b1, 0.02, 2, Channel.FUSED, space_id="b"),
+                 Candidate(a2, 0.01, 3, Channel.FUSED, space_id="a")]
+        out = _boosted(eng._components, "q", fused)
+    # a1: 1 + 1; a2: 0.2 + 1 (a's s1); b1: 0.4 + 0.4 (b's s1 is b1 alone, not a1's 1.0)
+    assert [(c.memory_id, round(c.score, 6)) for c in out] == [(a1, 2.0), (a2, 1.2), (b1, 0.8)]

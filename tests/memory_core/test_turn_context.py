@@ -1,0 +1,106 @@
+"""Conversational context at index time: a turn is indexed with its neighbour turns (the
+keyword channel's ``context`` column), and the turn itself is what comes back."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from memory_core import MemoryEngine
+from memory_core.channels import keyword
+from memory_core.config import ChannelsSpec, EngineSpec
+from memory_core.store import SqlFilter, Store, rowid_of
+
+T = "2024-03-05T10:00:00Z"
+
+
+def _session(eng: MemoryEngine, space: str = "s", session: str = "chat-1", **scope) -> list[str]:
+    return eng.write_many(space, [
+        {"content": "Bob: Did you finally visit the science museum?", "timestamp": T,
+         "session_id": session, **scope},
+        {"content": "Alice: Yes, last Tuesday!", "timestamp": T, "session_id": session, **scope},
+        {"content": "Bob: Nice. How is the new apartment?", "timestamp": T,
+         "session_id": session, **scope},
+    ])
+
+
+def test_turn_context_holds_the_previous_and_next_turn(engine):
+    engine.create_space("s")
+    a, b, c = _session(engine)
+    store = engine.store
+    assert store.turn_context(rowid_of(a)) == "Alice: Yes, last Tuesday!"
+    assert store.turn_context(rowid_of(b)) == ("Bob: Did you finally visit the science museum?\n"
+                                               "Bob: Nice. How is the new apartment?")
+    assert store.turn_context(rowid_of(c)) == "Alice: Yes, last Tuesday!"
+
+
+def test_a_later_write_updates_the_previous_turns_context(engine):
+    engine.create_space("s")
+    first = engine.write("s", "Bob: Any plans for the weekend?", timestamp=T, session_id="x")
+    assert engine.store.turn_context(rowid_of(first)) == ""
+    engine.write("s", "Alice: Hiking in the Alps.", timestamp=T, session_id="x")
+    assert engine.store.turn_context(rowid_of(first)) == "Alice: Hiking in the Alps."
+
+
+def test_context_never_crosses_sessions_users_or_spaces(engine):
+    engine.create_space("s")
+    engine.create_space("t")
+    mine = engine.write("s", "Alice: my secret plan", timestamp=T, session_id="x", user_id="u1")
+    engine.write("s", "Eve: other user's turn", timestamp=T, session_id="x", user_id="u2")
+    engine.write("s", "Carol: other session", timestamp=T, session_id="y", user_id="u1")
+    engine.write("t", "Dan: other space", timestamp=T, session_id="x", user_id="u1")
+    note = engine.observe("s", "An observation about the plan.", source_ids=[mine])
+    assert engine.store.turn_context(rowid_of(mine)) == ""
+    assert engine.store.turn_context(rowid_of(note)) == ""
+
+
+def test_short_answer_is_found_through_its_question_only_with_context_weight(hash_embedder):
+    query = "When was the science museum visit?"
+    found = {}
+    for weight in (0.0, 0.4):
+        spec = EngineSpec(channels=ChannelsSpec(keyword_context_weight=weight))
+        with MemoryEngine.open(":memory:", spec, embedder=hash_embedder) as eng:
+            eng.create_space("s")
+            _, answer, _ = _session(eng)
+            hits = keyword.search(eng.store, "s", query, SqlFilter(), 10, weight)
+            found[weight] = [c.memory_id for c in hits]
+            if weight:
+                resp = eng.retrieve(query=query, space_id="s", mode="fast", limit=3)
+                returned = {r.memory_id: r.content for r in resp.results}
+                assert returned[answer] == "Alice: Yes, last Tuesday!"  # the turn, not its context
+    assert answer not in found[0.0]
+    assert answer in found[0.4]
+
+
+def test_keyword_search_rejects_an_out_of_range_context_weight(engine):
+    engine.create_space("s")
+    with pytest.raises(ValueError, match="context_weight"):
+        engine.store.keyword_search("s", '"x"', SqlFilter(), 5, float("nan"))
+    with pytest.raises(ValueError, match="keyword_context_weight"):
+        ChannelsSpec(keyword_context_weight=-1)
+
+
+def test_store_without_context_column_is_migrated_on_open(tmp_path):
+    path = tmp_path / "old.sqlite"
+    store = Store(path)
+    store.close()
+    con = sqlite3.connect(path)  # an older store: full-text table without the context column
+    con.executescript("""
+        INSERT INTO spaces VALUES ('s', '', 0, '{}', '2024-01-01T00:00:00Z');
+        DROP TABLE memories_fts;
+        CREATE VIRTUAL TABLE memories_fts USING fts5(content,
+            tokenize = 'porter unicode61 remove_diacritics 2');
+    """)
+    for i, text in enumerate(["Bob: Did you visit the museum?", "Alice: Yes, last Tuesday!"]):
+        con.execute("INSERT INTO memories(rowid, space_id, content, content_hash, memory_type, "
+                    "metadata, entities, timestamp, recorded_at, session_id, embedding) "
+                    "VALUES (?, 's', ?, ?, 'fact', '{}', '[]', ?, ?, 'x', x'00')",
+                    (i + 1, text, f"h{i}", T, T))
+        con.execute("INSERT INTO memories_fts(rowid, content) VALUES (?, ?)", (i + 1, text))
+    con.commit()
+    con.close()
+    store = Store(path)
+    assert store.turn_context(2) == "Bob: Did you visit the museum?"
+    assert [r for r, _ in store.keyword_search("s", '"museum"', SqlFilter(), 5, 0.5)] == [1, 2]
+    store.close()
