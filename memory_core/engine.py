@@ -442,7 +442,10 @@ class MemoryEngine(RoutingMixin):
         and ``session_id`` is the strict scope it is in :meth:`retrieve`: only that session's
         memories are recalled and nothing is appended. For the second seed's session context
         (recall for the session's scope plus its recent turns) call :meth:`session_context`.
-        An empty query is 422.
+        Context calls ask for context hits (turn and section neighbours) unless the request
+        sends ``context_hits=false`` (``context_hits.on_for_context``); they ride beside the
+        block in :meth:`retrieve_context`'s response and never change the block. An empty
+        query is 422.
         """
         return self.retrieve_context(request, **fields).context or ""
 
@@ -460,7 +463,7 @@ class MemoryEngine(RoutingMixin):
         turns (``POST /sessions/{session_id}/context``; CLI ``memory-core session-context``).
 
         - Recall: ``query`` in ``space_id`` with the other request fields (``request`` and
-          keywords; not ``route``, ``session_id`` or ``format``), *not* restricted to the
+          keywords; not ``route`` or ``session_id``), *not* restricted to the
           session itself. The session's scope: when the request names no ``user_id``
           (``agent_id``) and every memory of the session carries the same one, the recall is
           scoped to it (``stages["session_scope"]`` in the trace says what was applied).
@@ -474,7 +477,7 @@ class MemoryEngine(RoutingMixin):
         has no recent turns.
         """
         body = self._body(request, fields)
-        for name in ("route", "session_id", "space_id", "query", "format"):
+        for name in ("route", "session_id", "space_id", "query"):
             if name in body:
                 raise invalid("unknown_field", f"session_context takes {name} as an argument "
                               "or not at all, not as a request field", name)
@@ -486,7 +489,7 @@ class MemoryEngine(RoutingMixin):
         self._authorised(space_id, principal if isinstance(principal, str) else None, "viewer")
         body = self._context_body(body, {"space_id": space_id, "query": query},
                                   "session_context")
-        applied = {}
+        applied: dict[str, str] = {}
         held = self.store.session_scopes(space_id, session_id)
         for key in ("user_id", "agent_id"):
             values = held.get(key, [])
@@ -504,8 +507,10 @@ class MemoryEngine(RoutingMixin):
             raise invalid("addressed_only", f"{call} is addressed only: give space_id, not "
                           "route (use retrieve(route='auto', format='block') for a routed "
                           "block)", "route")
-        body.setdefault("format", "block")
-        body.setdefault("context_hits", self.spec.context_hits.on_for_context)
+        if body.get("format") is None:
+            body["format"] = "block"
+        if body.get("context_hits") is None:
+            body["context_hits"] = self.spec.context_hits.on_for_context
         return body
 
     def get_receipt(self, receipt_id: str) -> Receipt:
