@@ -304,9 +304,11 @@ def _context(eng: MemoryEngine, args: argparse.Namespace) -> Mapping[str, Any] |
     else:
         resp = eng.retrieve_context(receipt=True, **fields)
     block = resp.context or ""
-    if args.json:
+    if args.json:  # context hits (on by default for context calls) only when there are any
+        hits = {"context_hits": [h.to_dict() for h in resp.context_hits]} \
+            if resp.context_hits else {}
         return {"context": block, "tier": resp.tier.value, "query_ms": resp.query_ms,
-                "trace_id": resp.trace_id}
+                "trace_id": resp.trace_id, **hits}
     print(block)
     print(_footer(resp), file=sys.stderr)  # stdout stays the block alone (pipe-friendly)
     return None

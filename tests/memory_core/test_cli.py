@@ -315,6 +315,13 @@ def test_session_context_is_the_conversation_in_progress(cli, store, filled):
                          "--limit", "1", "--session-id", "s1", "pnpm package manager")
     assert code == 0, err
     assert out == "1. We agreed to ship on Friday.\n"
+    code, out, err = cli("session-context", "--store", store, "--space", "payments", "--mode",
+                         "fast", "--limit", "1", "--session-id", "s1", "--json",
+                         "We agreed to ship")
+    assert code == 0, err
+    body = json.loads(out)
+    assert body["context"] == "1. We agreed to ship on Friday."  # the only turn: recalled
+    assert "context_hits" not in body  # none to add (a lone turn): the key is omitted
     code, out, err = cli("context", "--store", store, "--route", "auto", "pnpm")
     assert code == 1 and "validation_error/addressed_only" in err
 
