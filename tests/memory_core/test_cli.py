@@ -363,3 +363,20 @@ def test_console_script_end_to_end(tmp_path):
     assert body["results"][0]["memory_id"] == first
     trace = json.loads(run("receipt", "--store", store, body["trace_id"]))
     assert trace["kept"][0]["memory_id"] == first
+
+
+def test_all_spaces_failing_is_handled_like_every_other_error(cli, store, filled, monkeypatch):
+    from memory_core.pipeline import SearchFailed
+
+    def failing(self, request=None, /, **fields):
+        raise SearchFailed({"payments": "RuntimeError: index is corrupt"})
+
+    monkeypatch.setattr(MemoryEngine, "retrieve", failing)
+    code, out, err = cli("recall", "--store", store, "--route", "auto", "Stripe")
+    assert code == 1 and out == ""
+    assert err.startswith("error: search_failed/all_spaces_failed: every searched space failed")
+    code, out, err = cli("recall", "--store", store, "--route", "auto", "Stripe", "--json")
+    assert code == 1 and err == ""
+    body = json.loads(out)["error"]
+    assert (body["status"], body["code"]) == (503, "search_failed")
+    assert body["details"] == {"failures": {"payments": "RuntimeError: index is corrupt"}}
