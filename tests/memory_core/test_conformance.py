@@ -89,6 +89,16 @@ def test_session_context_explicit_scope_wins_and_route_is_refused(chat):
     assert err.value.status == 404
 
 
+def test_session_context_of_a_mixed_or_unknown_session_takes_no_scope(chat):
+    chat.write("chat", "Bob joined the Lisbon trip chat.", session_id="s1", user_id="u2")
+    mixed = chat.session_context("chat", "s1", "Lisbon flight", **FAST)
+    assert chat.get_receipt(mixed.trace_id).stages["session_scope"] == {}
+    assert "Bob booked the Lisbon flight for July." in mixed.context  # u2's: no scope applied
+    unknown = chat.session_context("chat", "nope", "Lisbon flight", **FAST)
+    assert "Recent turns" not in unknown.context
+    assert chat.get_receipt(unknown.trace_id).stages["recent_turns"]["shown"] == []
+
+
 # -- 2. query_timestamp ranks by time proximity ----------------------------------------------
 def test_recency_proximity_halves_each_half_life():
     assert recency.proximity(0.0, 30.0) == 1.0
