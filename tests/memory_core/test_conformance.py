@@ -291,7 +291,7 @@ def labelled(engine):
 
 
 def test_labels_match_bare_tags_or_the_label_namespace(labelled):
-    eng, (billing, mobile, web, docs) = labelled
+    eng, (billing, mobile, _web, _docs) = labelled
     q = {"query": "release notes", "space_id": "l", **FAST}
     assert sorted(r.memory_id for r in eng.retrieve(q, labels=["urgent"]).results) == sorted(
         [billing, mobile])  # not team:urgent (another namespace), not the untagged one
