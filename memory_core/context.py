@@ -75,7 +75,7 @@ def cut_passage(text: str, budget_chars: int, mark: str = SOURCE_CUT_MARK) -> st
         >>> cut_passage("Alice owns the pricing table.", 100)
         'Alice owns the pricing table.'
         >>> cut_passage("Alice owns the pricing table.", 20)
-        'Alice owns [...]'
+        'Alice owns the [...]'
         >>> cut_passage("Alice owns the pricing table.", 8) is None
         True
     """
