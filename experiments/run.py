@@ -158,8 +158,11 @@ def evaluate(engine: MemoryEngine, queries: list[QueryDef], ids: IdMap, cfg: Dic
         for view in views:
             for q in tqdm(queries, desc=f"{mode}/{view}", unit="q", disable=not cfg.progress):
                 t0 = time.perf_counter()
+                when = ({"query_timestamp": q.query_timestamp}
+                        if cfg.eval.get("query_timestamp") and q.query_timestamp else {})
                 resp = engine.retrieve(query=q.text, space_id=q.gold_space, limit=limit,
-                                       mode=mode, receipt=bool(cfg.eval.receipts), **VIEWS[view])
+                                       mode=mode, receipt=bool(cfg.eval.receipts), **VIEWS[view],
+                                       **when)
                 latency = (time.perf_counter() - t0) * 1000
                 keys = ids.keys(r.memory_id for r in resp.results)
                 rows.append({

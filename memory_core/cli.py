@@ -2,14 +2,19 @@
 
     memory-core write   --store DIR --space ID "content" [--create-space [--description TEXT]]
     memory-core recall  --store DIR --space ID|--route auto "question" [--limit 10] [--json]
-    memory-core context --store DIR --space ID|--route auto "question" [--max-tokens N]
+    memory-core context --store DIR --space ID "question" [--max-tokens N]
+    memory-core session-context --store DIR --space ID --session-id S "question"
     memory-core receipt --store DIR TRACE_ID
 
 Every request flag maps one to one onto a field of the Python API (DESIGN.md), and a flag left
 out sends nothing; the engine validates the values, so the command line accepts what
 ``retrieve`` / ``write`` accept. A flag the
 command does not know is rejected (exit status 2, abbreviations included: ``allow_abbrev=False``
-on every parser), never ignored. A refused request (:class:`MemoryCoreError`) prints
+on every parser), never ignored, and named even when a required flag is missing too. The store
+may come from ``$MEMORY_CORE_STORE`` instead of ``--store``. Seed 004 spellings: ``--at-instant``
+(``as_of``), ``--valid-from`` / ``--valid-until`` (``occurred_after`` / ``occurred_before``),
+and ``--mode`` takes the retrieval modes ``hybrid|vector|bm25|graph`` (``channels``) as well
+as ``accurate|fast``. A refused request (:class:`MemoryCoreError`) prints
 ``error: <code>/<reason>: <message>`` on stderr and exits 1; with ``--json`` the error is a JSON
 object on stdout instead. ``recall`` and ``context`` always ask for ``receipt=True``, so the
 trace outlives the process: ``memory-core receipt <trace_id>`` reads a recall's or a context's
@@ -25,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -33,7 +39,7 @@ from typing import Any
 from memory_core.engine import MemoryEngine
 from memory_core.errors import MemoryCoreError, invalid, not_found
 from memory_core.request import ROUTES, TAGS_MATCH
-from memory_core.types import BlockOrder, Include, Mode, Retrieval, RetrieveResponse
+from memory_core.types import BlockOrder, Include, Mode, Retrieval, RetrieveResponse, ScopeView
 
 PROG = "memory-core"
 # --include facts,passages -> include="both"
@@ -77,9 +83,15 @@ def _parser(**kwargs: Any) -> argparse.ArgumentParser:
     return argparse.ArgumentParser(allow_abbrev=False, **kwargs)
 
 
+STORE_ENV = "MEMORY_CORE_STORE"  # the store directory when --store is not given
+
+
 def _common() -> argparse.ArgumentParser:
+    # required flags are checked after unknown ones (_check_args), so an unknown flag is named
+    # even when a required one is missing too
     p = _parser(add_help=False)
-    p.add_argument("--store", required=True, metavar="DIR", help="the store directory")
+    p.add_argument("--store", metavar="DIR",
+                   help=f"the store directory (default: ${STORE_ENV})")
     p.add_argument("--json", action="store_true",
                    help="print JSON on stdout (errors too, as {\"error\": {...}})")
     return p
@@ -88,13 +100,16 @@ def _common() -> argparse.ArgumentParser:
 def _selection() -> argparse.ArgumentParser:
     """The flags ``recall`` and ``context`` share: one per request field."""
     p = _parser(add_help=False)
-    p.add_argument("query", help="the question")
-    target = p.add_mutually_exclusive_group(required=True)
+    p.add_argument("query", nargs="?", help="the question")
+    target = p.add_mutually_exclusive_group()
     target.add_argument("--space", dest="space_id", metavar="ID", help="read this space")
     target.add_argument("--route", choices=ROUTES, help="let the router pick the spaces")
     p.add_argument("--limit", type=int, help="results, 1-50 (default 10)")
-    p.add_argument("--mode", choices=[m.value for m in Mode],
-                   help="accurate: cross-encoder rerank; fast: no model, positional scores")
+    p.add_argument("--mode", dest="modes", action="append", choices=MODE_CHOICES,
+                   metavar="|".join(MODE_CHOICES),
+                   help="scoring (accurate: cross-encoder rerank; fast: no model, positional "
+                   "scores) or retrieval (hybrid | vector | bm25 | graph, the --channels "
+                   "values); the two sets are disjoint, give at most one of each")
     p.add_argument("--channels", choices=[r.value for r in Retrieval],
                    help="hybrid (every channel, fused) or one channel alone")
     p.add_argument("--include", type=_include, metavar="facts,passages",
@@ -103,16 +118,25 @@ def _selection() -> argparse.ArgumentParser:
     p.add_argument("--include-duplicates", action="store_true", default=None,
                    help="keep the results dedup would cut")
     p.add_argument("--min-score", type=float, metavar="X", help="drop results scored below X")
-    p.add_argument("--as-of", metavar="INSTANT", help="only memories recorded at or before")
-    p.add_argument("--query-timestamp", metavar="INSTANT", help="'now' for relative dates")
-    p.add_argument("--occurred-after", metavar="INSTANT", help="event time at or after")
-    p.add_argument("--occurred-before", metavar="INSTANT", help="event time at or before")
+    p.add_argument("--as-of", "--at-instant", dest="as_of", metavar="INSTANT",
+                   help="only memories recorded at or before (seed 004: --at-instant)")
+    p.add_argument("--query-timestamp", metavar="INSTANT",
+                   help="'now' for relative dates and time-proximity ranking")
+    p.add_argument("--occurred-after", "--valid-from", dest="occurred_after", metavar="INSTANT",
+                   help="event time at or after (seed 004: --valid-from)")
+    p.add_argument("--occurred-before", "--valid-until", dest="occurred_before",
+                   metavar="INSTANT", help="event time at or before (seed 004: --valid-until)")
+    p.add_argument("--labels", type=_csv, metavar="a,b",
+                   help="descriptor filter: every label as a bare tag or label:<name>")
+    p.add_argument("--scope-view", choices=[v.value for v in ScopeView],
+                   help="seed 004 scope view (every view resolves like strict)")
     p.add_argument("--tags", type=_csv, metavar="a,b", help="flat tag filter")
     p.add_argument("--tags-match", choices=TAGS_MATCH, help="how --tags match (default any)")
     p.add_argument("--user-id", metavar="ID")
     p.add_argument("--agent-id", metavar="ID")
-    p.add_argument("--session-id", metavar="ID", help="scope filter; for context: the session "
-                   "in progress, whose latest turns follow the block")
+    p.add_argument("--session-id", metavar="ID", help="strict scope filter; for "
+                   "session-context: the session whose scope is recalled and whose latest "
+                   "turns follow the block")
     p.add_argument("--lens", type=_csv, action="append", metavar="PATH[,PATH]",
                    help="scope lens; repeat for OR-ed clauses, paths in one clause are AND-ed")
     p.add_argument("--principal", metavar="WHO", help="act as this principal (default: owner)")
@@ -129,8 +153,10 @@ _SELECTION_FIELDS = (
     "query", "space_id", "route", "limit", "mode", "channels", "include", "include_duplicates",
     "min_score", "as_of", "query_timestamp", "occurred_after", "occurred_before", "tags",
     "tags_match", "user_id", "agent_id", "session_id", "lens", "principal", "expand_query",
-    "max_targets", "fallback_space_id",
+    "max_targets", "fallback_space_id", "labels", "scope_view",
 )
+# --mode takes either family: scoring modes and retrieval channels (disjoint value sets)
+MODE_CHOICES = (*(m.value for m in Mode), *(r.value for r in Retrieval))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -151,10 +177,18 @@ def build_parser() -> argparse.ArgumentParser:
     context.add_argument("--block-order", choices=[b.value for b in BlockOrder],
                          help="relevance (numbered) or stable (record time, bullets)")
 
+    session = sub.add_parser("session-context", parents=[common, selection],
+                             allow_abbrev=False, help="the session's context: recall for the "
+                             "session's scope, then its recent turns (--session-id required)")
+    session.add_argument("--max-tokens", type=int, dest="context_max_tokens", metavar="N",
+                         help="token budget (the recalled block first, then recent turns)")
+    session.add_argument("--block-order", choices=[b.value for b in BlockOrder],
+                         help="relevance (numbered) or stable (record time, bullets)")
+
     write = sub.add_parser("write", parents=[common], allow_abbrev=False,
                            help="store one memory; prints its id")
-    write.add_argument("content", help="the memory's text ('-' reads it from stdin)")
-    target = write.add_mutually_exclusive_group(required=True)
+    write.add_argument("content", nargs="?", help="the memory's text ('-' reads it from stdin)")
+    target = write.add_mutually_exclusive_group()
     target.add_argument("--space", dest="space_id", metavar="ID", help="write into this space")
     target.add_argument("--route", choices=ROUTES, help="file it into the best-fitting space")
     write.add_argument("--timestamp", metavar="INSTANT", help="when it was said (default now)")
@@ -175,7 +209,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     receipt = sub.add_parser("receipt", parents=[common], allow_abbrev=False,
                              help="print a stored receipt / trace as JSON")
-    receipt.add_argument("trace_id", metavar="ID", help="a trace_id or receipt_id")
+    receipt.add_argument("trace_id", metavar="ID", nargs="?", help="a trace_id or receipt_id")
     for sub_parser in sub.choices.values():
         sub_parser.set_defaults(command_parser=sub_parser)
     return parser
@@ -185,6 +219,22 @@ def build_parser() -> argparse.ArgumentParser:
 def _fields(args: argparse.Namespace, names: Sequence[str]) -> dict[str, Any]:
     """The request fields the user gave (an absent flag sends nothing: the engine's default)."""
     return {n: getattr(args, n) for n in names if getattr(args, n, None) is not None}
+
+
+def split_modes(modes: Sequence[str] | None) -> dict[str, str]:
+    """``--mode`` values -> request fields: ``accurate|fast`` -> ``mode``,
+    ``hybrid|vector|bm25|graph`` -> ``channels`` (at most one of each; checked by
+    :func:`_check_args`).
+
+    Example:
+        >>> split_modes(["fast", "bm25"])
+        {'mode': 'fast', 'channels': 'bm25'}
+    """
+    scoring = {m.value for m in Mode}
+    out: dict[str, str] = {}
+    for value in modes or ():
+        out["mode" if value in scoring else "channels"] = value
+    return out
 
 
 def _footer(resp: RetrieveResponse) -> str:
@@ -231,8 +281,13 @@ def _print_results(resp: RetrieveResponse) -> None:
     print(_footer(resp))
 
 
+def _selection_fields(args: argparse.Namespace, *extra: str) -> dict[str, Any]:
+    """The request fields of a recall / context command (``--mode`` split by family)."""
+    return {**_fields(args, (*_SELECTION_FIELDS, *extra)), **split_modes(args.modes)}
+
+
 def _recall(eng: MemoryEngine, args: argparse.Namespace) -> Mapping[str, Any] | None:
-    fields = _fields(args, (*_SELECTION_FIELDS, "context_hits"))
+    fields = _selection_fields(args, "context_hits")
     resp = eng.retrieve(receipt=True, **fields)
     if args.json:
         return resp.to_dict()
@@ -241,12 +296,19 @@ def _recall(eng: MemoryEngine, args: argparse.Namespace) -> Mapping[str, Any] | 
 
 
 def _context(eng: MemoryEngine, args: argparse.Namespace) -> Mapping[str, Any] | None:
-    fields = _fields(args, (*_SELECTION_FIELDS, "context_max_tokens", "block_order"))
-    resp = eng.retrieve_context(receipt=True, **fields)
+    fields = _selection_fields(args, "context_max_tokens", "block_order")
+    if args.command == "session-context":
+        space_id, session_id, query = (fields.pop(k) for k in ("space_id", "session_id",
+                                                               "query"))
+        resp = eng.session_context(space_id, session_id, query, receipt=True, **fields)
+    else:
+        resp = eng.retrieve_context(receipt=True, **fields)
     block = resp.context or ""
-    if args.json:
+    if args.json:  # context hits (on by default for context calls) only when there are any
+        hits = {"context_hits": [h.to_dict() for h in resp.context_hits]} \
+            if resp.context_hits else {}
         return {"context": block, "tier": resp.tier.value, "query_ms": resp.query_ms,
-                "trace_id": resp.trace_id}
+                "trace_id": resp.trace_id, **hits}
     print(block)
     print(_footer(resp), file=sys.stderr)  # stdout stays the block alone (pipe-friendly)
     return None
@@ -288,12 +350,39 @@ def _receipt(eng: MemoryEngine, args: argparse.Namespace) -> Mapping[str, Any] |
 
 
 COMMANDS: dict[str, Callable[[MemoryEngine, argparse.Namespace], Mapping[str, Any] | None]] = {
-    "recall": _recall, "context": _context, "write": _write, "receipt": _receipt,
+    "recall": _recall, "context": _context, "session-context": _context, "write": _write,
+    "receipt": _receipt,
 }
 
 
 def _check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    """Flag combinations argparse cannot express: rejected with exit status 2."""
+    """Required flags and combinations argparse cannot express (checked after unknown flags,
+    so those are always named first): rejected with exit status 2."""
+    if args.store is None:
+        args.store = os.environ.get(STORE_ENV) or None
+    missing = [] if args.store is not None else [f"--store (or ${STORE_ENV})"]
+    positional = {"recall": "query", "context": "query", "session-context": "query",
+                  "write": "content", "receipt": "trace_id"}[args.command]
+    if getattr(args, positional) is None:
+        missing.append(positional)
+    if missing:
+        parser.error(f"the following arguments are required: {', '.join(missing)}")
+    if args.command in ("recall", "context", "session-context", "write") and (
+            args.space_id is None and args.route is None):
+        parser.error("one of the arguments --space --route is required")
+    if args.command == "session-context":
+        if args.route is not None:
+            parser.error("session-context is addressed only: give --space, not --route")
+        if args.session_id is None:
+            parser.error("session-context needs --session-id")
+    modes = getattr(args, "modes", None) or []
+    for family, values in (("scoring", [m.value for m in Mode]),
+                           ("retrieval", [r.value for r in Retrieval])):
+        given = [m for m in modes if m in values]
+        if len(given) > 1:
+            parser.error(f"--mode: at most one {family} mode, got {', '.join(given)}")
+    if any(m in {r.value for r in Retrieval} for m in modes) and args.channels is not None:
+        parser.error("--mode with a retrieval mode and --channels: give one of the two")
     if args.command != "write":
         return
     if args.create_space and args.space_id is None:

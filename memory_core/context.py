@@ -11,6 +11,9 @@ from collections.abc import Sequence
 
 from memory_core.types import BlockOrder, Result
 
+# the end of a passage cut by ``source_max_tokens`` (seed rule: a cut passage says so)
+SOURCE_CUT_MARK = " [...]"
+
 
 def estimate_tokens(text: str, chars_per_token: float) -> int:
     """Token estimate from a characters-per-token ratio (0 for empty text)."""
@@ -61,3 +64,27 @@ def fit_recent(block: str, contents: Sequence[str], session_id: str, max_tokens:
         if max_tokens is None or not kept or estimate_tokens(text, chars_per_token) <= max_tokens:
             return text, len(contents) - len(kept)
         kept.pop(0)
+
+
+def cut_passage(text: str, budget_chars: int, mark: str = SOURCE_CUT_MARK) -> str | None:
+    """``text`` within ``budget_chars`` characters: whole when it fits; otherwise the longest
+    prefix ending at a word boundary, followed by ``mark`` (the mark counts against the
+    budget); ``None`` when not even one whole word and the mark fit.
+
+    Example:
+        >>> cut_passage("Alice owns the pricing table.", 100)
+        'Alice owns the pricing table.'
+        >>> cut_passage("Alice owns the pricing table.", 20)
+        'Alice owns the [...]'
+        >>> cut_passage("Alice owns the pricing table.", 8) is None
+        True
+    """
+    if len(text) <= budget_chars:
+        return text
+    room = budget_chars - len(mark)
+    if room <= 0:
+        return None
+    # the last whitespace at or before ``room`` ends the kept prefix (a word boundary)
+    cut = max(text.rfind(ch, 0, room + 1) for ch in (" ", "\n", "\t"))
+    prefix = text[:cut].rstrip() if cut > 0 else ""
+    return prefix + mark if prefix else None

@@ -28,7 +28,7 @@ from memory_core.types import ContextHit, Memory, MemoryType, Result
 
 def _hit(family: str, of: Result, m: Memory, **extra: Any) -> ContextHit:
     return ContextHit(family=family, related_to=of.memory_id, space_id=m.space_id,
-                      content=m.content, memory_id=m.memory_id, timestamp=m.timestamp,
+                      content=m.content, memory_id=m.memory_id, timestamp=m.timestamp_as_sent,
                       session_id=m.session_id, **extra)
 
 

@@ -208,7 +208,7 @@ class MemoryEngine(RoutingMixin):
             user_id=c["user_id"], agent_id=c["agent_id"], session_id=c["session_id"],
             tags=c["tags"], source_rowids=(), embedding=vec,
             minhash=minhash_signature(text, self.spec.dedup), shares_passage=i > 0,
-            scopes=c["scopes"],
+            scopes=c["scopes"], timestamp_sent=c["timestamp_sent"],
         ) for (c, i, text), vec in zip(pieces, vectors, strict=True)]
         self._components.dense.prepare(space_id)
         rowids = self.store.insert_batch(new)
@@ -299,6 +299,8 @@ class MemoryEngine(RoutingMixin):
             out[key] = value
         ts = item.get("timestamp")
         out["timestamp"] = now if ts is None else normalize_instant(ts, "timestamp")
+        # seed rule: the timestamp comes back exactly as sent; the parsed instant filters
+        out["timestamp_sent"] = ts if isinstance(ts, str) else None
         out["scopes"] = check_write_scopes(item.get("scopes"))
         return out
 
@@ -332,10 +334,13 @@ class MemoryEngine(RoutingMixin):
         body.update(fields)
         return body
 
-    def _serve(self, body: dict[str, Any], recent_session: str | None = None
+    def _serve(self, body: dict[str, Any], recent_session: str | None = None,
+               session_scope: Mapping[str, str] | None = None, context_call: bool = False
                ) -> RetrieveResponse:
         """Validate, then answer from the cache or the pipeline; record the trace.
-        ``recent_session``: ``get_context``'s session whose latest turns follow the block."""
+        ``recent_session``: :meth:`session_context`'s session, whose latest turns follow the
+        block; ``session_scope``: the scope it took from the session (for the trace);
+        ``context_call``: a context call (its context hits: ``context_entity_cards`` cards)."""
         t0 = time.perf_counter()
         req = parse_request(body, self.spec, self.available_modes,
                             {Mode.ACCURATE: self.rerank_unavailable or ""})
@@ -348,7 +353,7 @@ class MemoryEngine(RoutingMixin):
         versions = self.store.versions() if self.spec.cache.enabled else {}
         day = None if req.query_timestamp else format_instant(self.clock())[:10]
         key = cache_key(req, day, {"recent_session": recent_session, "mode_given":
-                                   body.get("mode") is not None})
+                                   body.get("mode") is not None, "context_call": context_call})
         trace_id = new_receipt_id()
         now = format_instant(self.clock())
         entry = self.cache.get(key, versions)
@@ -365,7 +370,13 @@ class MemoryEngine(RoutingMixin):
                 query_ms=round((time.perf_counter() - t0) * 1000, 3))
         searched = None
         if req.route is None:
-            out = pipeline.run(self._components, req, [req.space_id])
+            comp = self._components
+            if context_call:  # the seed's context hits: neighbours (and the configured cards)
+                hits = dataclasses.replace(self.spec.context_hits,
+                                           entity_cards=self.spec.context_hits.context_entity_cards)
+                comp = dataclasses.replace(comp, spec=dataclasses.replace(self.spec,
+                                                                          context_hits=hits))
+            out = pipeline.run(comp, req, [req.space_id])
         else:
             out, searched = self._routed_read(req)
         if body.get("mode") is None and req.mode.value != self.spec.default_mode:
@@ -374,6 +385,7 @@ class MemoryEngine(RoutingMixin):
                                       "reason": self.rerank_unavailable or "unavailable"}
         context, token_estimate = out.context, out.token_estimate
         if recent_session is not None and req.format == "block":
+            out.stages["session_scope"] = dict(session_scope or {})
             context = self._append_recent(req, out, searched, recent_session)
             token_estimate = blocks.estimate_tokens(context, self.spec.context.chars_per_token)
         trace = build_receipt(trace_id, now, req, out.kept, out.drops, searched, out.stages)
@@ -424,25 +436,82 @@ class MemoryEngine(RoutingMixin):
         return text
 
     def get_context(self, request: Mapping[str, Any] | None = None, /, **fields: Any) -> str:
-        """The block text only (``format="block"``); takes any request field.
+        """The block text only (``format="block"``); takes any request field but ``route``.
 
-        ``session_id`` here names the conversation in progress: the recall is not scoped to it
-        (``user_id`` / ``agent_id`` and the other filters still apply), and that session's
-        latest ``context_hits.recent_turns`` turns not already recalled follow the block,
-        oldest first, under the label ``Recent turns (session <id>):``. An empty query is 422.
+        Seed rules: ``get_context`` is addressed only (``route`` is 422 ``addressed_only``),
+        and ``session_id`` is the strict scope it is in :meth:`retrieve`: only that session's
+        memories are recalled and nothing is appended. For the second seed's session context
+        (recall for the session's scope plus its recent turns) call :meth:`session_context`.
+        Context calls ask for context hits (turn and section neighbours) unless the request
+        sends ``context_hits=false`` (``context_hits.on_for_context``); they ride beside the
+        block in :meth:`retrieve_context`'s response and never change the block. An empty
+        query is 422.
         """
         return self.retrieve_context(request, **fields).context or ""
 
     def retrieve_context(self, request: Mapping[str, Any] | None = None, /, **fields: Any
                          ) -> RetrieveResponse:
         """What :meth:`get_context` renders, as the whole response (its ``trace_id``, ``tier``,
-        ``query_ms`` and results beside the block, recent session turns included)."""
+        ``query_ms`` and results beside the block)."""
+        return self._serve(self._context_body(request, fields, "get_context"),
+                           context_call=True)
+
+    def session_context(self, space_id: str, session_id: str, query: str,
+                        request: Mapping[str, Any] | None = None, **fields: Any
+                        ) -> RetrieveResponse:
+        """The second seed's session context: recall for the session's scope, then its recent
+        turns (``POST /sessions/{session_id}/context``; CLI ``memory-core session-context``).
+
+        - Recall: ``query`` in ``space_id`` with the other request fields (``request`` and
+          keywords; not ``route`` or ``session_id``), *not* restricted to the
+          session itself. The session's scope: when the request names no ``user_id``
+          (``agent_id``) and every memory of the session carries the same one, the recall is
+          scoped to it (``stages["session_scope"]`` in the trace says what was applied).
+        - Recent turns: the session's latest ``context_hits.recent_turns`` memories that pass
+          the request's filters and were not already recalled follow the block, oldest first,
+          under the label ``Recent turns (session <id>):``; with ``context_max_tokens`` only
+          as many of the newest as fit after the recalled block (the block is never cut for
+          them; ``stages["recent_turns"]`` lists shown and cut turns).
+
+        Returns the whole response (``context`` holds the block); an unknown session simply
+        has no recent turns.
+        """
         body = self._body(request, fields)
-        body.setdefault("format", "block")
-        session = body.pop("session_id", None)
-        if session is not None and (not isinstance(session, str) or not session.strip()):
+        for name in ("route", "session_id", "space_id", "query"):
+            if name in body:
+                raise invalid("unknown_field", f"session_context takes {name} as an argument "
+                              "or not at all, not as a request field", name)
+        if not isinstance(session_id, str) or not session_id.strip():
             raise invalid("wrong_type", "session_id must be a non-empty string", "session_id")
-        return self._serve(body, recent_session=session)
+        if not isinstance(space_id, str) or not space_id.strip():
+            raise invalid("wrong_type", "space_id must be a non-empty string", "space_id")
+        principal = body.get("principal")
+        self._authorised(space_id, principal if isinstance(principal, str) else None, "viewer")
+        body = self._context_body(body, {"space_id": space_id, "query": query},
+                                  "session_context")
+        applied: dict[str, str] = {}
+        held = self.store.session_scopes(space_id, session_id)
+        for key in ("user_id", "agent_id"):
+            values = held.get(key, [])
+            if body.get(key) is None and len(values) == 1 and values[0] is not None:
+                body[key] = applied[key] = values[0]
+        return self._serve(body, recent_session=session_id, session_scope=applied,
+                           context_call=True)
+
+    def _context_body(self, request: Mapping[str, Any] | None, fields: Mapping[str, Any],
+                      call: str) -> dict[str, Any]:
+        """A context call's request: addressed only (seed: ``route`` is 422), a block, and
+        context hits unless the request says otherwise (``context_hits.on_for_context``)."""
+        body = self._body(request, fields)
+        if body.get("route") is not None:
+            raise invalid("addressed_only", f"{call} is addressed only: give space_id, not "
+                          "route (use retrieve(route='auto', format='block') for a routed "
+                          "block)", "route")
+        if body.get("format") is None:
+            body["format"] = "block"
+        if body.get("context_hits") is None:
+            body["context_hits"] = self.spec.context_hits.on_for_context
+        return body
 
     def get_receipt(self, receipt_id: str) -> Receipt:
         """A receipt, or the trace of any recent retrieve by its ``trace_id`` (the last

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import Enum
+from typing import Any
 
 
 class ErrorCode(str, Enum):
@@ -13,6 +15,7 @@ class ErrorCode(str, Enum):
     NO_ROUTE_TARGET = "no_route_target"
     RESERVED_TAG = "reserved_tag"
     NOT_FOUND = "not_found"
+    SEARCH_FAILED = "search_failed"  # every searched space failed (503; details per space)
 
 
 _STATUS = {
@@ -21,6 +24,7 @@ _STATUS = {
     ErrorCode.NO_ROUTE_TARGET: 422,
     ErrorCode.RESERVED_TAG: 422,
     ErrorCode.NOT_FOUND: 404,
+    ErrorCode.SEARCH_FAILED: 503,
 }
 
 
@@ -28,10 +32,12 @@ class MemoryCoreError(Exception):
     """A request the engine refuses.
 
     Attributes:
-        status: HTTP-style status (422 for invalid requests, 404 for a missing object).
+        status: HTTP-style status (422 for invalid requests, 404 for a missing object, 503
+            when every searched space failed).
         code: one of :class:`ErrorCode`.
         reason: a machine-readable sub-reason (``"unknown_field"``, ``"no_candidates"``, ...).
         message: a sentence for people.
+        details: structured detail for the body (``search_failed``: the per-space reasons).
 
     Example:
         >>> err = MemoryCoreError(ErrorCode.NOT_FOUND, "space_missing", "space 'x' does not exist")
@@ -39,12 +45,14 @@ class MemoryCoreError(Exception):
         (404, 'not_found')
     """
 
-    def __init__(self, code: ErrorCode, reason: str, message: str, field: str | None = None):
+    def __init__(self, code: ErrorCode, reason: str, message: str, field: str | None = None,
+                 details: Mapping[str, Any] | None = None):
         self.code = ErrorCode(code)
         self.status = _STATUS[self.code]
         self.reason = reason
         self.message = message
         self.field = field
+        self.details = dict(details) if details is not None else None
         super().__init__(f"{self.status} {self.code.value} ({reason}): {message}")
 
     def to_dict(self) -> dict[str, object]:
@@ -53,6 +61,8 @@ class MemoryCoreError(Exception):
                                    "message": self.message}
         if self.field is not None:
             body["field"] = self.field
+        if self.details is not None:  # e.g. search_failed: {"failures": {space_id: reason}}
+            body["details"] = dict(self.details)
         return body
 
 

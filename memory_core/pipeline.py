@@ -20,13 +20,13 @@ from typing import Any
 
 from memory_core import context as blocks
 from memory_core import times
-from memory_core.channels import entity, graph, keyword, temporal
+from memory_core.channels import entity, graph, keyword, recency, temporal
 from memory_core.channels.dense import DenseIndex
 from memory_core.config import EngineSpec
 from memory_core.context_hits import gather_context_hits
 from memory_core.dedup import collapse_duplicates, prefer_observations
 from memory_core.embed import Embedder
-from memory_core.errors import MemoryCoreError, invalid
+from memory_core.errors import ErrorCode, MemoryCoreError, invalid
 from memory_core.expand import split_subjects
 from memory_core.filters.compile import compile_filter
 from memory_core.fusion import fuse
@@ -45,13 +45,17 @@ from memory_core.types import (Candidate, ContextHit, Drop, DropReason, Include,
 log = logging.getLogger(__name__)
 
 
-class SearchFailed(RuntimeError):
-    """Every searched space failed (routed reads): ``failures`` maps space id -> error text."""
+class SearchFailed(MemoryCoreError):
+    """Every searched space failed (routed reads): 503 ``search_failed``, handled like every
+    other refusal; ``failures`` maps space id -> error text and is in the error body
+    (``details["failures"]``)."""
 
     def __init__(self, failures: dict[str, str]):
         self.failures = dict(failures)
-        super().__init__("every searched space failed: " + "; ".join(
-            f"{s}: {e}" for s, e in self.failures.items()))
+        super().__init__(ErrorCode.SEARCH_FAILED, "all_spaces_failed",
+                         "every searched space failed: " + "; ".join(
+                             f"{s}: {e}" for s, e in self.failures.items()),
+                         "route", {"failures": dict(self.failures)})
 
 
 @dataclass(frozen=True)
@@ -134,6 +138,12 @@ def candidates_for_space(comp: Components, request: RetrieveRequest, space_id: s
         if gl:
             lists.append(gl)
             fused = fuse(lists, spec.fusion)
+    if hybrid and ch.recency and request.query_timestamp is not None and fused:
+        # query_timestamp ranks: the fused top re-listed by time proximity, fused again
+        add("recency", recency.rank(comp.store, fused, times.parse_instant(
+            request.query_timestamp, "query_timestamp"), ch.recency_half_life_days,
+            ch.recency_pool))
+        fused = fuse(lists, spec.fusion)
     fused = _boosted(comp, request.query, fused)
     stages.setdefault("channels", {})[space_id] = {**counts, "fused": len(fused)}
     if graph_on and request.as_of is not None:
@@ -292,9 +302,15 @@ def run(comp: Components, request: RetrieveRequest, space_ids: Sequence[str], *,
     rows = [rowid_of(c.memory_id) for c in ranked.candidates]
     signatures = {memory_id_of(r): v for r, v in comp.store.minhashes(r for r in rows if r).items()}
     collapsed = collapse_duplicates(ranked, signatures, comp.spec.dedup)
-    if request.include_duplicates:  # returned anyway; the receipt says which dedup would hide
+    if request.include_duplicates:
+        # seed rule: only near-duplicates come back; byte-identical copies stay collapsed (their
+        # dedup drops are in the receipt), and the receipt lists what dedup would have hidden
+        exact_only = collapse_duplicates(ranked, signatures,
+                                         dataclasses.replace(comp.spec.dedup, near=False))
         stages["dedup"] = {"include_duplicates": True, "would_hide": {
-            d.memory_id: d.detail for d in collapsed.drops[len(ranked.drops):]}}
+            d.memory_id: d.detail for d in collapsed.drops[len(ranked.drops):]},
+            "exact_collapsed": [d.memory_id for d in exact_only.drops[len(ranked.drops):]]}
+        ranked = exact_only
     else:
         ranked = collapsed
 
@@ -497,9 +513,11 @@ def _notes_of(store: Store, fact_ids: list[str], space_of: dict[str, str | None]
 
 
 def _sources(store: Store, request: RetrieveRequest, ordered: list[Memory],
-             chars_per_token: float) -> dict[int, str]:
+             chars_per_token: float, cut_mark: str = blocks.SOURCE_CUT_MARK) -> dict[int, str]:
     """Original passages per memory row in rank order, capped in total by
-    ``source_max_tokens`` (converted to characters with the block's ratio)."""
+    ``source_max_tokens`` (converted to characters with the block's ratio) by
+    :func:`memory_core.context.cut_passage`: a cut passage ends at a word boundary followed by
+    ``cut_mark``; a result past the budget gets no source (``None``, never ``""``)."""
     if not request.include_source:
         return {}
     passages = store.passages(m.passage_id for m in ordered if m.passage_id)
@@ -512,7 +530,11 @@ def _sources(store: Store, request: RetrieveRequest, ordered: list[Memory],
         if text is None:
             continue
         if budget is not None:
-            text = text[:max(0, budget)]
+            cut = blocks.cut_passage(text, budget, cut_mark)
+            if cut is None:
+                budget = 0  # nothing later is shown either: the budget is spent in rank order
+                continue
+            text = cut
             budget -= len(text)
         out[rowid] = text
     return out
@@ -523,7 +545,8 @@ def _result(m: Memory, score: float, sources: dict[int, str]) -> Result:
         memory_id=m.memory_id, space_id=m.space_id, content=m.content,
         memory_type=m.memory_type.value, relevance_score=float(score), source_ids=m.source_ids,
         source=sources.get(m.rowid), metadata=m.metadata, document_id=m.document_id,
-        tags=m.tags, entities=m.entities, timestamp=m.timestamp, recorded_at=m.recorded_at,
+        tags=m.tags, entities=m.entities, timestamp=m.timestamp_as_sent,
+        recorded_at=m.recorded_at,
         occurred_start=m.occurred_start, occurred_end=m.occurred_end, user_id=m.user_id,
         agent_id=m.agent_id, session_id=m.session_id,
     )

@@ -12,10 +12,12 @@ from typing import Any
 
 from memory_core.config import EngineSpec
 from memory_core.errors import ErrorCode, MemoryCoreError, invalid
+from memory_core.filters.labels import parse_labels
 from memory_core.filters.scope import parse_lens
 from memory_core.filters.tag_groups import check_flat_tags, parse_groups, to_plain
 from memory_core.times import check_order, normalize_instant
-from memory_core.types import BlockOrder, Include, MemoryType, Mode, Retrieval, RetrieveRequest
+from memory_core.types import (BlockOrder, Include, MemoryType, Mode, Retrieval, RetrieveRequest,
+                               ScopeView)
 
 FIELDS = (
     "query", "space_id", "route", "limit", "min_score", "mode", "format", "context_max_tokens",
@@ -23,7 +25,7 @@ FIELDS = (
     "memory_types", "as_of", "query_timestamp", "occurred_after", "occurred_before", "tags",
     "tags_match", "tag_groups", "user_id", "agent_id", "session_id", "receipt", "max_targets",
     "fallback_space_id", "principal", "channels", "include", "include_duplicates", "lens",
-    "context_hits",
+    "context_hits", "labels", "scope_view",
 )
 
 # Request fields whose behaviour has not been built yet: rejected loudly, never ignored.
@@ -202,4 +204,8 @@ def parse_request(body: Mapping[str, Any], spec: EngineSpec = EngineSpec(),
         include_duplicates=_bool(body, "include_duplicates", False),
         lens=None if body.get("lens") is None else parse_lens(body["lens"]),
         context_hits=_bool(body, "context_hits", False),
+        labels=None if body.get("labels") is None else parse_labels(
+            body["labels"], spec.tags.max_flat_tags),
+        scope_view=ScopeView(_choice(body, "scope_view", ScopeView.STRICT.value,
+                                     tuple(v.value for v in ScopeView))),
     )

@@ -141,6 +141,7 @@ class NewMemory:
     # (the pieces of one split write)
     shares_passage: bool = False
     scopes: tuple[str, ...] = ()  # scope paths ("org/acme/team/payments"), matched by ``lens``
+    timestamp_sent: str | None = None  # the writer's timestamp text, verbatim (None: not sent)
 
 
 def entity_key(entity: str) -> str:
@@ -172,7 +173,8 @@ class SqlFilter:
 
 _MEMORY_COLUMNS = ("m.rowid, m.space_id, m.content, m.content_hash, m.memory_type, m.passage_id, "
                    "m.document_id, m.metadata, m.entities, m.timestamp, m.recorded_at, "
-                   "m.occurred_start, m.occurred_end, m.user_id, m.agent_id, m.session_id")
+                   "m.occurred_start, m.occurred_end, m.user_id, m.agent_id, m.session_id, "
+                   "m.timestamp_sent")
 
 
 class Store:
@@ -187,7 +189,14 @@ class Store:
             self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute("PRAGMA foreign_keys=ON")
         self._conn.executescript(SCHEMA)
+        self._add_column("memories", "timestamp_sent", "TEXT")
         self._migrate_fts_context()
+
+    def _add_column(self, table: str, column: str, kind: str) -> None:
+        """A column added after a store's creation (stores made by older code gain it, NULL)."""
+        have = {r["name"] for r in self._conn.execute(f"PRAGMA table_info({table})")}
+        if column not in have:
+            self._conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
 
     def close(self) -> None:
         with self._lock:
@@ -249,13 +258,14 @@ class Store:
                 rowid = c.execute(
                     "INSERT INTO memories(space_id, content, content_hash, memory_type, passage_id,"
                     " document_id, metadata, entities, timestamp, recorded_at, occurred_start,"
-                    " occurred_end, user_id, agent_id, session_id, embedding, minhash)"
-                    " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    " occurred_end, user_id, agent_id, session_id, embedding, minhash, timestamp_sent)"
+                    " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                     (it.space_id, it.content, it.content_hash, it.memory_type.value, passage_id,
                      it.document_id, json.dumps(it.metadata, sort_keys=True),
                      json.dumps(list(it.entities)), it.timestamp, it.recorded_at,
                      it.occurred_start, it.occurred_end, it.user_id, it.agent_id, it.session_id,
-                     np.ascontiguousarray(it.embedding, dtype=np.float32).tobytes(), it.minhash),
+                     np.ascontiguousarray(it.embedding, dtype=np.float32).tobytes(), it.minhash,
+                     it.timestamp_sent),
                 ).lastrowid
                 c.execute("INSERT INTO memories_fts(rowid, content, context) VALUES (?, ?, '')",
                           (rowid, it.content))
@@ -385,6 +395,13 @@ class Store:
                            f"m.session_id = ? AND ({flt.where}) ORDER BY m.timestamp DESC, "
                            "m.rowid DESC LIMIT ?", (space_id, session_id, *flt.params, n))
         return [int(r[0]) for r in rows][::-1]
+
+    def session_scopes(self, space_id: str, session_id: str) -> dict[str, list[str | None]]:
+        """The distinct ``user_id`` and ``agent_id`` values a session's memories carry."""
+        rows = self._query("SELECT DISTINCT user_id, agent_id FROM memories WHERE space_id = ? "
+                           "AND session_id = ?", (space_id, session_id))
+        return {key: sorted({r[key] for r in rows}, key=lambda v: (v is None, v or ""))
+                for key in ("user_id", "agent_id")}
 
     def get_memories(self, rowids: Iterable[int]) -> dict[int, Memory]:
         """Memories by row, with tags and source ids filled in."""
@@ -614,5 +631,5 @@ def _memory(row: sqlite3.Row, tags: list[str], sources: list[int]) -> Memory:
         timestamp=row["timestamp"], recorded_at=row["recorded_at"],
         occurred_start=row["occurred_start"], occurred_end=row["occurred_end"],
         user_id=row["user_id"], agent_id=row["agent_id"], session_id=row["session_id"],
-        passage_id=row["passage_id"],
+        passage_id=row["passage_id"], timestamp_sent=row["timestamp_sent"],
     )

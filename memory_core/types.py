@@ -38,6 +38,7 @@ class Channel(str, Enum):
     TEMPORAL = "temporal"
     GRAPH = "graph"
     ENTITY = "entity"
+    RECENCY = "recency"  # time proximity to query_timestamp (channels/recency.py)
     ESCALATED = "escalated"
     FUSED = "fused"
 
@@ -82,6 +83,15 @@ class Include(str, Enum):
     BOTH = "both"
 
 
+class ScopeView(str, Enum):
+    """Request ``scope_view`` (seed 004): every view resolves like ``strict`` (the seed's own
+    rule); the value is validated and recorded, and changes nothing else."""
+
+    STRICT = "strict"
+    CROSS_TEAM = "crossTeam"
+    MERGED = "merged"
+
+
 class BlockOrder(str, Enum):
     RELEVANCE = "relevance"
     STABLE = "stable"
@@ -119,6 +129,14 @@ class Memory:
     agent_id: str | None
     session_id: str | None
     passage_id: int | None
+    # the writer's ``timestamp`` exactly as sent (``timestamp`` is its canonical instant, used
+    # for filtering and ordering); None when the writer sent none
+    timestamp_sent: str | None = None
+
+    @property
+    def timestamp_as_sent(self) -> str:
+        """What results show: the sent text, else the canonical instant."""
+        return self.timestamp_sent if self.timestamp_sent is not None else self.timestamp
 
 
 @dataclass(frozen=True)
@@ -263,6 +281,9 @@ class RetrieveRequest:
     # scope paths in disjunctive normal form: OR over clauses, AND within one
     lens: tuple[tuple[str, ...], ...] | None = None
     context_hits: bool = False
+    # seed 004 read modifiers (memory_core/filters/labels.py)
+    labels: tuple[str, ...] | None = None
+    scope_view: ScopeView = ScopeView.STRICT
 
     def to_dict(self) -> dict[str, Any]:
         """The request as plain JSON-able data (enums as their values)."""
@@ -389,7 +410,7 @@ class RetrieveResponse:
             "query_ms": self.query_ms,
             "trace_id": self.trace_id,
         }
-        if self.context_hits is not None:
+        if self.context_hits:  # seed: omitted when empty (not asked, or nothing added)
             body["context_hits"] = [h.to_dict() for h in self.context_hits]
         if self.searched is not None:  # the key is absent on an addressed read
             body["searched"] = [s.to_dict() for s in self.searched]

@@ -335,7 +335,8 @@ def _load_sample(
         category = int(item["category"])
         if category not in wanted_categories:
             continue
-        queries.append(_query(item, index, sid, known, category, stats, examples))
+        queries.append(_query(item, index, sid, known, category, stats, examples,
+                              asked_at=max(dates) if dates else None))
 
 
 def _observations(
@@ -383,7 +384,10 @@ def _query(
     category: int,
     stats: Counter[str],
     examples: list[dict[str, object]],
+    asked_at: str | None = None,
 ) -> QueryDef:
+    """One question. ``asked_at`` (its ``query_timestamp``): LoCoMo gives no question date, so
+    the conversation's last session date stands in (the questions are asked after it)."""
     query_id = f"{sid}:q{index}"
     raw_evidence = _expect(item.get("evidence") or [], list, f"{query_id} evidence")
     stats["evidence_empty_in_source"] += not raw_evidence
@@ -417,4 +421,4 @@ def _query(
         query_id=query_id, text=str(item["question"]).strip(), gold_space=sid,
         gold_keys=tuple(f"{sid}:{t}" for t in turn_ids), kind=str(category),
         category=str(category), conversation=sid, gold_sessions=tuple(sessions),
-        metadata=MappingProxyType(metadata))
+        query_timestamp=asked_at, metadata=MappingProxyType(metadata))

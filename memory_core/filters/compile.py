@@ -1,7 +1,7 @@
 """One request's whole filter, compiled to one SQL predicate per space.
 
     eligible(m) = scope(m) AND lens(m) AND memory_type(m) AND tags(m) AND tag_groups(m)
-                  AND recorded_at(m) <= as_of
+                  AND labels(m) AND recorded_at(m) <= as_of
                   AND event_end(m) >= occurred_after AND event_start(m) <= occurred_before
 
 with ``event_start = COALESCE(occurred_start, timestamp)`` and
@@ -26,6 +26,7 @@ from typing import Any
 
 from memory_core.config import EngineSpec
 from memory_core.filters import fuzzy
+from memory_core.filters.labels import labels_filter
 from memory_core.filters.scope import lens_filter, memory_type_filter, scope_only_filter
 from memory_core.filters.tag_groups import (Match, Resolve, compile_groups, leaves,
                                             parse_groups, tags_sql)
@@ -96,5 +97,6 @@ def compile_filter(request: RetrieveRequest, store: Store, space_id: str, spec: 
         flt = flt.and_(compile_groups(nodes, resolver))
         if resolver is not None and trace is not None:
             trace["fuzzy"] = dict(resolver.resolved)
+    flt = flt.and_(labels_filter(request.labels, spec.tags.label_namespace))
     flt = flt.and_(as_of_filter(request.as_of))
     return flt.and_(event_overlap(request.occurred_after, request.occurred_before))

@@ -127,8 +127,18 @@ def test_description_of_existing_space_is_not_silently_ignored(cli, store, fille
 @pytest.mark.parametrize("argv, message", [
     (["recall", "--store", "S", "--space", "p", "q", "--bogus"], "unrecognized arguments: --bogus"),
     (["recall", "--store", "S", "--space", "p", "q", "--lim", "3"], "unrecognized arguments"),
-    (["recall", "--sto", "S", "--space", "p", "q"],
-     "the following arguments are required: --store"),
+    (["recall", "--sto", "S", "--space", "p", "q"], "unrecognized arguments: --sto"),
+    (["recall", "--space", "p", "q"], "the following arguments are required: --store"),
+    (["recall", "x", "--min-trust", "0.5"], "unrecognized arguments: --min-trust"),
+    (["recall", "--store", "S", "--space", "p"], "the following arguments are required: query"),
+    (["recall", "--store", "S", "--space", "p", "q", "--mode", "fast", "--mode", "accurate"],
+     "at most one scoring mode"),
+    (["recall", "--store", "S", "--space", "p", "q", "--mode", "bm25", "--channels", "vector"],
+     "give one of the two"),
+    (["recall", "--store", "S", "--space", "p", "q", "--mode", "dense"], "invalid choice"),
+    (["session-context", "--store", "S", "--space", "p", "q"], "needs --session-id"),
+    (["session-context", "--store", "S", "--route", "auto", "--session-id", "s", "q"],
+     "addressed only"),
     (["recall", "--store", "S", "--space", "p", "--route", "auto", "q"], "not allowed with"),
     (["recall", "--store", "S", "q"], "one of the arguments --space --route is required"),
     (["recall", "--store", "S", "--space", "p", "q", "--include", "facts,notes"],
@@ -193,6 +203,37 @@ def test_only_given_flags_reach_the_request(cli, store, filled, monkeypatch):
         "occurred_before": "2031-01-01T00:00:00Z", "channels": "bm25", "include": "both",
         "include_duplicates": True, "context_hits": True,
         "lens": [["org/acme"], ["team/a", "project/b"]]}
+
+
+def test_seed_004_flags_map_onto_request_fields(cli, store, filled, monkeypatch):
+    seen = []
+    original = MemoryEngine.retrieve
+
+    def spy(self, request=None, /, **fields):
+        seen.append(fields)
+        return original(self, request, **fields)
+
+    monkeypatch.setattr(MemoryEngine, "retrieve", spy)
+    code, _, err = cli("recall", "--store", store, "--space", "payments", "billing", "--json",
+                       "--mode", "bm25", "--mode", "fast", "--at-instant", "2030-01-01T00:00:00Z",
+                       "--valid-from", "2024-01-01T00:00:00Z",
+                       "--valid-until", "2031-01-01T00:00:00Z", "--labels", "urgent,billing",
+                       "--scope-view", "crossTeam")
+    assert code == 0, err
+    assert seen[-1] == {
+        "query": "billing", "space_id": "payments", "receipt": True, "mode": "fast",
+        "channels": "bm25", "as_of": "2030-01-01T00:00:00Z",
+        "occurred_after": "2024-01-01T00:00:00Z", "occurred_before": "2031-01-01T00:00:00Z",
+        "labels": ["urgent", "billing"], "scope_view": "crossTeam"}
+
+
+def test_store_may_come_from_the_environment(cli, store, filled, monkeypatch):
+    monkeypatch.setenv("MEMORY_CORE_STORE", store)
+    code, out, err = cli("recall", "--space", "payments", "--mode", "fast", "--json", "pnpm")
+    assert code == 0, err
+    assert json.loads(out)["results"][0]["memory_id"] == filled[0]
+    code, out, err = cli("recall", "--space", "payments", "pnpm", "--min-trust", "0.5")
+    assert code == 2 and "unrecognized arguments: --min-trust 0.5" in err
 
 
 # -- recall / context / receipt -----------------------------------------------------------------
@@ -260,15 +301,29 @@ def test_context_prints_the_block(cli, store, filled):
     assert code == 0 and json.loads(out)["request"]["context_max_tokens"] == 9
 
 
-def test_context_session_is_the_conversation_in_progress(cli, store, filled):
+def test_session_context_is_the_conversation_in_progress(cli, store, filled):
     code, _, err = cli("write", "--store", store, "--space", "payments", "--session-id", "s1",
                        "--timestamp", "2024-06-20T10:00:00Z", "We agreed to ship on Friday.")
     assert code == 0, err
-    code, out, err = cli("context", "--store", store, "--space", "payments", "--mode", "fast",
-                         "--limit", "1", "--session-id", "s1", "pnpm package manager")
+    code, out, err = cli("session-context", "--store", store, "--space", "payments", "--mode",
+                         "fast", "--limit", "1", "--session-id", "s1", "pnpm package manager")
     assert code == 0, err
     assert out.startswith("1. The user prefers pnpm over npm.")
     assert "Recent turns (session s1):" in out and "We agreed to ship on Friday." in out
+    # context --session-id is the strict scope of get_context: only s1's memories, no turns
+    code, out, err = cli("context", "--store", store, "--space", "payments", "--mode", "fast",
+                         "--limit", "1", "--session-id", "s1", "pnpm package manager")
+    assert code == 0, err
+    assert out == "1. We agreed to ship on Friday.\n"
+    code, out, err = cli("session-context", "--store", store, "--space", "payments", "--mode",
+                         "fast", "--limit", "1", "--session-id", "s1", "--json",
+                         "We agreed to ship")
+    assert code == 0, err
+    body = json.loads(out)
+    assert body["context"] == "1. We agreed to ship on Friday."  # the only turn: recalled
+    assert "context_hits" not in body  # none to add (a lone turn): the key is omitted
+    code, out, err = cli("context", "--store", store, "--route", "auto", "pnpm")
+    assert code == 1 and "validation_error/addressed_only" in err
 
 
 def test_engine_errors_exit_1(cli, store, filled):
@@ -308,3 +363,20 @@ def test_console_script_end_to_end(tmp_path):
     assert body["results"][0]["memory_id"] == first
     trace = json.loads(run("receipt", "--store", store, body["trace_id"]))
     assert trace["kept"][0]["memory_id"] == first
+
+
+def test_all_spaces_failing_is_handled_like_every_other_error(cli, store, filled, monkeypatch):
+    from memory_core.pipeline import SearchFailed
+
+    def failing(self, request=None, /, **fields):
+        raise SearchFailed({"payments": "RuntimeError: index is corrupt"})
+
+    monkeypatch.setattr(MemoryEngine, "retrieve", failing)
+    code, out, err = cli("recall", "--store", store, "--route", "auto", "Stripe")
+    assert code == 1 and out == ""
+    assert err.startswith("error: search_failed/all_spaces_failed: every searched space failed")
+    code, out, err = cli("recall", "--store", store, "--route", "auto", "Stripe", "--json")
+    assert code == 1 and err == ""
+    body = json.loads(out)["error"]
+    assert (body["status"], body["code"]) == (503, "search_failed")
+    assert body["details"] == {"failures": {"payments": "RuntimeError: index is corrupt"}}

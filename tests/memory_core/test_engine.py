@@ -213,8 +213,9 @@ def test_include_source_attaches_passage_not_in_block(filled):
                         limit=1)
     assert resp.results[0].source == "The user prefers pnpm over npm."
     capped = eng.retrieve(query="pnpm", space_id="payments", include_source=True, limit=1,
-                          source_max_tokens=2)
-    assert capped.results[0].source == "The user"  # 2 tokens x 4 chars
+                          source_max_tokens=4)
+    # 4 tokens x 4 chars = 16: whole words, then the cut mark " [...]" (8 + 6 characters)
+    assert capped.results[0].source == "The user [...]"
     assert "source" not in resp.context
 
 

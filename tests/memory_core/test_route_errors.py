@@ -215,6 +215,19 @@ def test_every_searched_space_failing_is_an_error(eng):
         eng.retrieve(query="Stripe", space_id="payments")
 
 
+def test_all_searched_spaces_failing_is_a_503_search_failed(eng):
+    eng.configure_routing(pinned(extra_confidence=0.1),
+                          router=FixedRouter({"payments": (0.6, 0.6), "mobile": (0.4, 0.5)}))
+    _with_failing(eng, {"payments", "mobile"})
+    with pytest.raises(MemoryCoreError) as err:  # handled like every other refusal
+        eng.retrieve(query="Stripe", route="auto")
+    assert (err.value.status, err.value.code.value) == (503, "search_failed")
+    body = err.value.to_dict()
+    assert body["code"] == "search_failed" and body["reason"] == "all_spaces_failed"
+    assert set(body["details"]["failures"]) == {"payments", "mobile"}
+    assert "corrupt" in body["details"]["failures"]["payments"]
+
+
 def test_evidence_probe_failure_is_recorded_not_fatal(eng):
     _with_failing(eng, {"payments"})
     resp = eng.retrieve(query="Android Gradle builds", route="auto", receipt=True)

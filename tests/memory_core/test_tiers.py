@@ -242,7 +242,9 @@ def test_include_narrows_families_and_records_the_cut(eng):
 
 
 def test_include_duplicates_returns_what_dedup_hides(eng):
-    dup = eng.write("team", "Alice moved from Acme to Globex in 2024.")
+    # a near-duplicate (same words, other bytes): byte-identical copies stay collapsed
+    # (test_conformance.py::test_include_duplicates_never_returns_byte_identical_copies)
+    dup = eng.write("team", "Alice moved from Acme to Globex in 2024!")
     q = {"query": "Alice moved from Acme to Globex", "space_id": "team", **FAST}
     hidden = [r.memory_id for r in eng.retrieve(q).results]
     shown = eng.retrieve(q, include_duplicates=True)
@@ -353,17 +355,17 @@ def test_section_siblings_and_entity_cards(hash_embedder):
         assert cards[0].content.startswith("Zed: ") and len(cards[0].memory_ids) == 2
 
 
-# -- get_context with a session --------------------------------------------------------------
-def test_get_context_appends_the_sessions_recent_turns(eng):
-    text = eng.get_context(query="pnpm or npm?", space_id="team", session_id="s1", limit=1,
-                           mode="fast")
+# -- session_context: recall plus the session's recent turns ----------------------------------
+def test_session_context_appends_the_sessions_recent_turns(eng):
+    # (get_context(session_id=...) is a strict scope: test_conformance.py)
+    text = eng.session_context("team", "s1", "pnpm or npm?", limit=1, mode="fast").context
     block, recent = text.split("\n\nRecent turns (session s1):\n")
     assert block.startswith("1. Bob prefers pnpm")
     assert recent.splitlines() == ["- Alice moved from Acme to Globex in 2024.",
                                    "- Where does Alice work now?",
                                    "- She works on the billing service at Globex."]
-    short = eng.get_context(query="pnpm or npm?", space_id="team", session_id="s1", limit=1,
-                            mode="fast", context_max_tokens=30)
+    short = eng.session_context("team", "s1", "pnpm or npm?", limit=1, mode="fast",
+                                context_max_tokens=30).context
     assert short.endswith("- She works on the billing service at Globex.")
     assert "Alice moved" not in short
 

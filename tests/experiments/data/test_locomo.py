@@ -209,6 +209,14 @@ def test_queries_carry_category_conversation_and_sessions(data_dir: Path) -> Non
     assert adversarial.metadata["adversarial_answer"] == "a plausible wrong answer"
 
 
+def test_questions_are_asked_at_the_conversations_last_session_date(data_dir: Path) -> None:
+    ds = load_locomo(data_dir, expected_sha256=None)
+    # conv-1's last session with turns is "12:04 am on 1 January, 2024" (session 3 has none)
+    assert {q.query_timestamp for q in ds.queries if q.gold_space == "conv-1"} == {
+        "2024-01-01T00:04:00Z"}
+    assert _query(ds, "conv-2:q0").query_timestamp == "2022-03-03T10:15:00Z"
+
+
 @pytest.mark.parametrize(("query_id", "gold"), [
     ("conv-1:q2", ("conv-1:D1:1", "conv-1:D2:2")),  # "D1:1 D2:2"
     ("conv-1:q3", ("conv-1:D2:2",)),                # "D:2:2"

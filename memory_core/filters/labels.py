@@ -1,0 +1,65 @@
+"""Seed 004 read modifiers: ``labels`` (a descriptor filter over tags) and ``scope_view``.
+
+``labels``: a list of plain descriptors (``["urgent", "billing"]``). A label has no namespace
+(no ``:``); a memory carries label ``L`` when it has the bare tag ``L`` or the tag
+``<label_namespace>:L`` (``TagFilterSpec.label_namespace``, default ``label``; ``None``: bare
+tags only). A memory passes when it carries *every* label asked for:
+
+    pass(m) = AND over L in labels of ( L in tags(m)  OR  "<ns>:L" in tags(m) )
+
+so ``labels=["urgent"]`` keeps memories tagged ``urgent`` or ``label:urgent`` and never an
+untagged one. Like every filter it is compiled into each channel's search (an excluded memory
+never takes a slot).
+
+``scope_view``: ``strict`` | ``crossTeam`` | ``merged``. The seed defines all three to resolve
+like ``strict`` (the scope keys are strict and AND-ed); the value is validated and kept in the
+receipt's request, and changes nothing else.
+
+Example:
+    >>> label_tags("urgent", "label")
+    ('urgent', 'label:urgent')
+    >>> parse_labels(["urgent", "urgent", "billing"], 50)
+    ('urgent', 'billing')
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from memory_core.errors import invalid
+from memory_core.filters.tag_groups import Match, tags_sql
+from memory_core.store import SqlFilter
+
+
+def parse_labels(value: Any, max_labels: int) -> tuple[str, ...]:
+    """A request's ``labels``: a non-empty list of at most ``max_labels`` non-empty strings
+    without a namespace (422 ``validation_error`` naming ``labels`` otherwise); duplicates
+    collapse, order kept."""
+    if isinstance(value, str) or not isinstance(value, Sequence) or not value or not all(
+            isinstance(v, str) and v.strip() for v in value):
+        raise invalid("wrong_type", "labels must be a non-empty list of non-empty strings",
+                      "labels")
+    namespaced = [v for v in value if ":" in v]
+    if namespaced:
+        raise invalid("namespaced_label", "a label has no namespace (no ':'); filter "
+                      f"namespaced tags with tags / tag_groups: {', '.join(namespaced)}",
+                      "labels")
+    labels = tuple(dict.fromkeys(v.strip() for v in value))
+    if len(labels) > max_labels:
+        raise invalid("too_many_labels", f"at most {max_labels} labels, got {len(labels)}",
+                      "labels")
+    return labels
+
+
+def label_tags(label: str, namespace: str | None) -> tuple[str, ...]:
+    """The tags that carry ``label``: the bare tag, and ``<namespace>:label`` when set."""
+    return (label,) if not namespace else (label, f"{namespace}:{label}")
+
+
+def labels_filter(labels: Sequence[str] | None, namespace: str | None) -> SqlFilter:
+    """The AND over labels of "carries the label" (see the module formula)."""
+    flt = SqlFilter()
+    for label in labels or ():
+        flt = flt.and_(tags_sql(label_tags(label, namespace), Match.ANY_STRICT))
+    return flt
