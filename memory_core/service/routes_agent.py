@@ -34,11 +34,9 @@ def router(svc: Service, principal: Callable[..., Any]) -> APIRouter:
 
     async def request_body(request: Request, context_id: str, p: str,
                            fixed: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        raw = await svc.body(request)
-        try:  # no ``principal`` field here: the key decides (agent_body refuses the name)
-            body = wire.agent_body(raw, fixed)
-        except MemoryCoreError as exc:
-            raise wire.renamed(exc) from None
+        # no ``principal`` field here: the key decides (agent_body refuses the name); its
+        # errors already name the camelCase field
+        body = wire.agent_body(await svc.body(request), fixed)
         return {**body, "space_id": context_id, "principal": p}
 
     async def call(fn: Callable[..., RetrieveResponse], *args: Any) -> RetrieveResponse:
@@ -99,8 +97,8 @@ def router(svc: Service, principal: Callable[..., Any]) -> APIRouter:
     async def chat(context_id: str, p: str = who) -> JSONResponse:
         """Not served: answering needs a response model, and none is configured."""
         raise ServiceError(ServiceCode.NOT_IMPLEMENTED, "no_response_model",
-                           "chat needs a response model and none is configured in this "
-                           "service; use /query or /context and your own model")
+                           "no response model is configured in this service, and chat "
+                           "needs one to answer; use /query or /context with your own model")
 
     return api
 
