@@ -1,11 +1,12 @@
-"""Fixtures of the service tests: a live, seeded ``memory-core serve`` (see service_live.py)."""
+"""Fixtures of the service tests: a live, seeded ``memory-core serve`` (benchmarks/live_service.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
 import pytest
-from service_live import LiveService, start_service
+
+from benchmarks.live_service import LiveService, start_service
 
 
 @pytest.fixture(scope="module")

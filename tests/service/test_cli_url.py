@@ -8,8 +8,8 @@ import subprocess
 import sys
 
 import pytest
-from service_live import ROOT, start_service
 
+from benchmarks.live_service import ROOT, start_service
 from memory_core.cli import main
 
 pytestmark = pytest.mark.service

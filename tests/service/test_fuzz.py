@@ -20,9 +20,9 @@ from schemathesis.specs.openapi.checks import (content_type_conformance,
                                                 response_headers_conformance,
                                                 response_schema_conformance,
                                                 status_code_conformance)
-from service_live import start_service
 
 from benchmarks.hash_engine import HashEmbedder
+from benchmarks.live_service import start_service
 from memory_core import MemoryEngine
 from memory_core.service.app import create_app
 from memory_core.service.keys import KeyStore

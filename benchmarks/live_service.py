@@ -1,8 +1,9 @@
-"""Helpers: a real ``memory-core serve`` process on a free loopback port, called with httpx.
+"""A real ``memory-core serve`` process on a free loopback port (127.0.0.1 only), for the
+service tests (``tests/service/``) and the load benchmark (:mod:`benchmarks.serve_load`).
 
-The served engine hashes words instead of running a model
-(``benchmarks.hash_engine:open_engine``), so a server starts in about two seconds; one test in
-``test_http.py`` serves the packaged MiniLM instead.
+By default the served engine hashes words instead of running a model
+(``benchmarks.hash_engine:open_engine``), so a server starts in about two seconds;
+``engine_factory=None`` serves ``MemoryEngine.open`` (the packaged MiniLM).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from pathlib import Path
 import httpx
 from memory_core.service.keys import KeyStore
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 HASH_ENGINE = "benchmarks.hash_engine:open_engine"
 START_TIMEOUT_S = 120.0
 
