@@ -1,10 +1,11 @@
-"""Engine calls the seed routes need that the engine does not have yet under their own name.
+"""Engine calls the seed routes need that the engine does not have under their own name yet.
 
 ``session_context``: the second seed's ``/sessions/{session_id}/context`` ("recall for the
 session's scope and its recent turns"). Issue 15 adds ``MemoryEngine.session_context``; until
-then this uses ``retrieve_context(..., session_id=...)``, the engine's current ``get_context``
-behaviour (the block, then the session's latest turns). When the engine has the method, this
-calls it, so merging needs no edit here.
+it is merged, this is the engine's current ``get_context(..., session_id=...)`` behaviour
+(``retrieve_context``: the recalled block, then the session's latest turns under
+``Recent turns (session <id>):``). When merging, point this function at the engine method;
+it is the only place the route calls.
 """
 
 from __future__ import annotations
@@ -18,8 +19,5 @@ from memory_core.types import RetrieveResponse
 
 def session_context(engine: MemoryEngine, body: Mapping[str, Any], session_id: str
                     ) -> RetrieveResponse:
-    """The block for ``session_id``'s conversation, as a whole response."""
-    own = getattr(engine, "session_context", None)
-    if callable(own):  # issue 15's engine method, when present
-        return own({**body, "session_id": session_id})
+    """The block for ``session_id``'s conversation in progress, as a whole response."""
     return engine.retrieve_context({**body, "session_id": session_id})

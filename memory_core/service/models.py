@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import typing
+from collections import abc
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
@@ -177,7 +178,7 @@ def _dataclass_model(name: str, cls: type, rename: Any = None, drop: tuple[str, 
         hint = hints[f.name]
         if typing.get_origin(hint) is tuple or hint is tuple:
             hint = list[typing.get_args(hint)[0]] if typing.get_args(hint) else list[Any]
-        elif typing.get_origin(hint) in (typing.Mapping, dict) or "Mapping" in str(hint):
+        elif typing.get_origin(hint) in (abc.Mapping, dict):
             hint = dict[str, Any]
         fields[rename(f.name) if rename else f.name] = (hint, Field(...))
     return create_model(name, **fields)  # type: ignore[call-overload]
