@@ -133,3 +133,14 @@ def test_a_bad_principal_name_is_422(tmp_path, name):
         KeyStore.for_store(tmp_path).create(name)
     assert err.value.reason == "invalid_principal"
     assert not (tmp_path / "keys.json").exists()
+
+
+def test_the_engine_and_the_cli_never_import_fastapi():
+    import subprocess
+    import sys
+
+    code = ("import sys, memory_core, memory_core.cli; memory_core.cli.build_parser(); "
+            "bad = sorted(m for m in ('fastapi', 'uvicorn', 'starlette', 'httpx') "
+            "if m in sys.modules); print(bad); sys.exit(1 if bad else 0)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
