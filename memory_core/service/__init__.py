@@ -8,7 +8,9 @@ write side under ``/v1``), :mod:`.routes_agent` (the agent-memory API under
 ``/api/v1/{context_id}``), :mod:`.models` (pydantic models for the OpenAPI schema, checked
 against the engine's request and response types), :mod:`.wire` (camelCase translation),
 :mod:`.keys` (bearer keys, stored hashed), :mod:`.access` (request ids, body limit, access log),
-:mod:`.server` (``memory-core serve``), :mod:`.client` (the CLI's ``--url`` side).
+:mod:`.server` (``memory-core serve``), :mod:`.cli` (its sub-commands), :mod:`.client`
+(the CLI's ``--url`` side), :mod:`.compat` (engine calls a seed route needs under another
+name).
 
 Nothing here is imported by the engine: FastAPI and uvicorn load only when a service module is
 imported.

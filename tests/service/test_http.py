@@ -407,3 +407,11 @@ def test_concurrent_writers_and_readers_lose_no_write(service):
                                                  "channels": "bm25"}).json()["results"]
             assert {f"worker {n} wrote item {i}" for i in range(6)} <= {
                 h["content"] for h in found}
+
+
+def test_openapi_and_docs_are_served_without_a_key(service):
+    schema = httpx.get(service.url + "/openapi.json").json()
+    assert schema["components"]["securitySchemes"]["HTTPBearer"]["scheme"] == "bearer"
+    assert "RetrieveBody" in schema["components"]["schemas"]
+    docs = httpx.get(service.url + "/docs")
+    assert docs.status_code == 200 and "swagger" in docs.text.lower()
