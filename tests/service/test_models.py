@@ -144,3 +144,23 @@ def test_the_engine_and_the_cli_never_import_fastapi():
             "if m in sys.modules); print(bad); sys.exit(1 if bad else 0)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_an_unexpected_error_is_a_500_with_the_request_id_and_no_trace(tmp_path, eng, caplog):
+    from starlette.testclient import TestClient
+
+    from memory_core.service.app import create_app
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("secret internals /path/to/file.py line 7")
+
+    keys = KeyStore.for_store(tmp_path)
+    key = keys.create("owner")
+    eng.retrieve = broken  # the engine fails in a way it never should
+    client = TestClient(create_app(eng, keys), raise_server_exceptions=False)
+    r = client.post("/v1/retrieve", json={"query": "q", "space_id": "a"},
+                    headers={"Authorization": f"Bearer {key}", "X-Request-ID": "boom-1"})
+    assert r.status_code == 500
+    assert r.json() == {"code": "internal_error", "reason": "unexpected", "message":
+                        "internal error; the server log has the details (request id boom-1)"}
+    assert "secret internals" in caplog.text  # the log keeps what the response must not
