@@ -6,7 +6,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: run test app bench regress clean-venv
+.PHONY: run test app bench regress serve bench-serve clean-venv
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv .venv
@@ -28,6 +28,15 @@ bench: $(STAMP)
 
 regress: $(STAMP)
 	$(PY) -m experiments.regress $(ARGS)
+
+# the HTTP service on 127.0.0.1 (README: "HTTP service"); keys: memory-core keys create
+STORE ?= outputs/store
+PORT ?= 8080
+serve: $(STAMP)
+	$(PY) -m memory_core.cli serve --store $(STORE) --port $(PORT) $(ARGS)
+
+bench-serve: $(STAMP)
+	$(PY) -m benchmarks.serve_load $(ARGS)
 
 clean-venv:
 	rm -rf .venv

@@ -5,6 +5,11 @@
     memory-core context --store DIR --space ID "question" [--max-tokens N]
     memory-core session-context --store DIR --space ID --session-id S "question"
     memory-core receipt --store DIR TRACE_ID
+    memory-core serve   --store DIR [--host 127.0.0.1] [--port 8080]     (memory_core.service)
+    memory-core keys create --store DIR --principal NAME
+
+``--url URL [--api-key KEY]`` instead of ``--store`` sends recall/context/write/receipt to a
+running service (``memory-core serve``; the key may also come from ``MEMORY_CORE_API_KEY``).
 
 Every request flag maps one to one onto a field of the Python API (DESIGN.md), and a flag left
 out sends nothing; the engine validates the values, so the command line accepts what
@@ -39,6 +44,7 @@ from typing import Any
 from memory_core.engine import MemoryEngine
 from memory_core.errors import MemoryCoreError, invalid, not_found
 from memory_core.request import ROUTES, TAGS_MATCH
+from memory_core.service import cli as service_cli
 from memory_core.types import BlockOrder, Include, Mode, Retrieval, RetrieveResponse, ScopeView
 
 PROG = "memory-core"
@@ -92,6 +98,10 @@ def _common() -> argparse.ArgumentParser:
     p = _parser(add_help=False)
     p.add_argument("--store", metavar="DIR",
                    help=f"the store directory (default: ${STORE_ENV})")
+    p.add_argument("--url", metavar="URL", help="a running service (memory-core serve) instead "
+                   "of --store")
+    p.add_argument("--api-key", metavar="KEY", help="with --url: the bearer key (default "
+                   "$MEMORY_CORE_API_KEY)")
     p.add_argument("--json", action="store_true",
                    help="print JSON on stdout (errors too, as {\"error\": {...}})")
     return p
@@ -210,6 +220,7 @@ def build_parser() -> argparse.ArgumentParser:
     receipt = sub.add_parser("receipt", parents=[common], allow_abbrev=False,
                              help="print a stored receipt / trace as JSON")
     receipt.add_argument("trace_id", metavar="ID", nargs="?", help="a trace_id or receipt_id")
+    service_cli.add_commands(sub, _parser)
     for sub_parser in sub.choices.values():
         sub_parser.set_defaults(command_parser=sub_parser)
     return parser
@@ -358,9 +369,16 @@ COMMANDS: dict[str, Callable[[MemoryEngine, argparse.Namespace], Mapping[str, An
 def _check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """Required flags and combinations argparse cannot express (checked after unknown flags,
     so those are always named first): rejected with exit status 2."""
-    if args.store is None:
+    if args.command in service_cli.COMMANDS:
+        return
+    if args.store is None and args.url is None:
         args.store = os.environ.get(STORE_ENV) or None
-    missing = [] if args.store is not None else [f"--store (or ${STORE_ENV})"]
+    if args.store is not None and args.url is not None:
+        parser.error("give exactly one of --store DIR and --url URL")
+    if args.api_key is not None and args.url is None:
+        parser.error("--api-key applies only with --url")
+    missing = [] if args.store is not None or args.url is not None else [
+        f"--store (or ${STORE_ENV}) or --url"]
     positional = {"recall": "query", "context": "query", "session-context": "query",
                   "write": "content", "receipt": "trace_id"}[args.command]
     if getattr(args, positional) is None:
@@ -385,6 +403,9 @@ def _check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> No
         parser.error("--mode with a retrieval mode and --channels: give one of the two")
     if args.command != "write":
         return
+    if args.create_space and args.url is not None:
+        parser.error("--create-space works on a local --store only; over --url create the "
+                     "space with POST /v1/spaces")
     if args.create_space and args.space_id is None:
         parser.error("--create-space needs --space (a routed write picks an existing space)")
     if args.description is not None and not args.create_space:
@@ -407,10 +428,20 @@ def main(argv: Sequence[str] | None = None, open_engine: OpenEngine | None = Non
         _check_args(args.command_parser, args)
     except SystemExit as exc:  # usage errors and --help: argparse has printed the message
         return exc.code if isinstance(exc.code, int) else 2
+    if args.command in service_cli.COMMANDS:
+        try:
+            return service_cli.run(args)
+        except SystemExit as exc:
+            return exc.code if isinstance(exc.code, int) else 2
+    if args.url is not None:
+        from memory_core.service.client import RemoteEngine
+
+        def open_engine(_: str) -> Any:
+            return RemoteEngine(args.url, args.api_key)
     open_engine = open_engine or MemoryEngine.open
     try:
         creates = args.command == "write" and args.create_space
-        if not creates and not Path(args.store).is_dir():
+        if args.url is None and not creates and not Path(args.store).is_dir():
             raise not_found("store", args.store)
         with open_engine(args.store) as eng:
             body = COMMANDS[args.command](eng, args)

@@ -1,0 +1,239 @@
+"""``python -m benchmarks.serve_load`` (``make bench-serve``): the HTTP service under load.
+
+A store of ``--memories`` (default 10,000) synthetic sentences (:mod:`benchmarks.perf`'s
+seeded generator) is built in-process, then served by a real ``memory-core serve`` process on
+a free port of 127.0.0.1 (loopback only: there is no host option). ``--clients`` (8)
+closed-loop asyncio clients (httpx) send, for ``--seconds`` (60), a mix of reads (90%:
+``POST /v1/retrieve``, fast mode, limit 10, a question about a random stored sentence) and
+writes (10%: ``POST /v1/spaces/bench/memories``, one new sentence each). Afterwards every
+acknowledged write is read back by id (``GET /v1/memories/{id}``, content compared), before and
+after a restart of the server: a write that is missing or changed is a *lost write*.
+
+Reported (stdout and ``outputs/bench/serve-<time>/metrics.json``): throughput (requests/s,
+overall and per kind), latency p50/p95/p99/max per kind, error count (any non-2xx status or
+transport error, by kind and status), lost writes before/after restart, the tiers that answered,
+the machine, and the exact settings.
+
+One read before the clock starts warms the server (its embedder loads on first use); its
+latency is reported apart as ``first_request_ms``.
+
+``--embedder hash`` (default) serves ``benchmarks.hash_engine:open_engine`` (no model: the
+numbers are the HTTP layer plus SQLite, FTS5, faiss and fusion); ``--embedder minilm`` serves
+``MemoryEngine.open`` with the packaged MiniLM (every read and write embeds). The clients share
+the machine with the server, so on 2 cores the figures are a floor, not a capacity.
+
+    python -m benchmarks.serve_load                         # 10k, 8 clients, 60 s, hash
+    python -m benchmarks.serve_load --embedder minilm --seconds 30
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import random
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+from tqdm.auto import tqdm
+
+from benchmarks.live_service import start_service
+from benchmarks.perf import BATCH, take
+
+ROOT = Path(__file__).resolve().parents[1]
+
+SPACE = "bench"
+PRINCIPAL = "bench"
+ENGINES = {"hash": "benchmarks.hash_engine:open_engine", "minilm": None}
+WRITE_SHARE = 0.10
+READ_LIMIT = 10
+PROGRESS_EVERY_S = 10.0
+
+
+def build_store(store: Path, memories: int, embedder: str, seed: int) -> dict[str, Any]:
+    """The store the service will open: one space of ``memories`` sentences."""
+    from benchmarks.hash_engine import open_engine
+    from memory_core import MemoryEngine
+
+    t0 = time.perf_counter()
+    opener = open_engine if embedder == "hash" else MemoryEngine.open
+    items = take(memories, seed)
+    with opener(str(store)) as eng:
+        eng.create_space(SPACE, description="load benchmark", members={PRINCIPAL: "owner"})
+        for i in tqdm(range(0, memories, BATCH), desc=f"build {memories:,}", unit="batch"):
+            eng.write_many(SPACE, [{"content": s.text} for s in items[i:i + BATCH]],
+                           principal=PRINCIPAL)
+    return {"memories": memories, "build_s": round(time.perf_counter() - t0, 1)}
+
+
+def pct(values: Sequence[float]) -> dict[str, float | int] | None:
+    """p50 / p95 / p99 / max in ms (numpy's linear interpolation); None for no values."""
+    if not values:
+        return None
+    arr = np.asarray(values, dtype=float)
+    return {"n": int(arr.size), **{f"p{q}_ms": round(float(np.percentile(arr, q)), 2)
+                                   for q in (50, 95, 99)},
+            "max_ms": round(float(arr.max()), 2)}
+
+
+class Load:
+    """What the clients saw: latencies by kind, errors, acknowledged writes, tiers."""
+
+    def __init__(self) -> None:
+        self.latency: dict[str, list[float]] = {"read": [], "write": []}
+        self.errors: Counter[str] = Counter()
+        self.acked: dict[str, str] = {}  # memory id -> the content written
+        self.tiers: Counter[str] = Counter()
+
+    def done(self) -> int:
+        return sum(len(v) for v in self.latency.values()) + sum(self.errors.values())
+
+
+async def client(n: int, url: str, key: str, stop_at: float, seed: int, load: Load,
+                 questions: list[str]) -> None:
+    rng = random.Random(seed * 1_000 + n)
+    headers = {"Authorization": f"Bearer {key}"}
+    async with httpx.AsyncClient(base_url=url, headers=headers, timeout=60.0) as http:
+        i = 0
+        while time.monotonic() < stop_at:
+            i += 1
+            kind = "write" if rng.random() < WRITE_SHARE else "read"
+            if kind == "write":
+                content = (f"Load client {n} note {i}: {rng.choice(questions)} "
+                           f"(token {rng.getrandbits(48):012x})")
+                req = ("POST", f"/v1/spaces/{SPACE}/memories",
+                       {"items": [{"content": content}]})
+            else:
+                req = ("POST", "/v1/retrieve", {"query": rng.choice(questions),
+                                                "space_id": SPACE, "mode": "fast",
+                                                "limit": READ_LIMIT})
+            t0 = time.perf_counter()
+            try:
+                resp = await http.request(req[0], req[1], json=req[2])
+            except httpx.HTTPError as exc:
+                load.errors[f"{kind}:{type(exc).__name__}"] += 1
+                continue
+            ms = (time.perf_counter() - t0) * 1000
+            if resp.status_code >= 300:
+                load.errors[f"{kind}:{resp.status_code}"] += 1
+                continue
+            load.latency[kind].append(ms)
+            body = resp.json()
+            if kind == "write":
+                load.acked[body["memory_ids"][0]] = content
+            else:
+                load.tiers[body["tier"]] += 1
+
+
+async def progress(load: Load, start: float, stop_at: float) -> None:
+    while time.monotonic() < stop_at:
+        await asyncio.sleep(min(PROGRESS_EVERY_S, max(0.0, stop_at - time.monotonic())))
+        elapsed = time.monotonic() - start
+        print(f"  {elapsed:5.0f} s: {load.done():,} requests, {sum(load.errors.values())} "
+              f"errors, {len(load.acked):,} writes acknowledged", file=sys.stderr, flush=True)
+
+
+async def drive(url: str, key: str, clients: int, seconds: float, seed: int,
+                questions: list[str]) -> tuple[Load, float]:
+    load = Load()
+    start = time.monotonic()
+    stop_at = start + seconds
+    await asyncio.gather(progress(load, start, stop_at),
+                         *(client(n, url, key, stop_at, seed, load, questions)
+                           for n in range(clients)))
+    return load, time.monotonic() - start
+
+
+def warm_up(url: str, key: str, question: str) -> float:
+    """One read before the clock starts (the served engine loads its embedder lazily, on the
+    first request that needs it); returns its latency in ms, reported apart."""
+    t0 = time.perf_counter()
+    r = httpx.post(f"{url}/v1/retrieve", headers={"Authorization": f"Bearer {key}"},
+                   json={"query": question, "space_id": SPACE, "mode": "fast"}, timeout=300.0)
+    r.raise_for_status()
+    return round((time.perf_counter() - t0) * 1000, 1)
+
+
+def lost_writes(url: str, key: str, acked: dict[str, str]) -> dict[str, int]:
+    """Acknowledged writes that are missing or changed when read back by id."""
+    missing = changed = 0
+    with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"},
+                      timeout=60.0) as http:
+        for memory_id, content in acked.items():
+            r = http.get(f"/v1/memories/{memory_id}")
+            if r.status_code != 200:
+                missing += 1
+            elif r.json()["content"] != content:
+                changed += 1
+    return {"checked": len(acked), "missing": missing, "changed": changed,
+            "lost": missing + changed}
+
+
+def run(memories: int, clients: int, seconds: float, embedder: str, seed: int,
+        work: Path) -> dict[str, Any]:
+    store = work / "store"
+    report: dict[str, Any] = {"settings": {
+        "memories": memories, "clients": clients, "seconds": seconds, "embedder": embedder,
+        "write_share": WRITE_SHARE, "read": {"mode": "fast", "limit": READ_LIMIT}, "seed": seed,
+        "host": "127.0.0.1"}}
+    report["store"] = build_store(store, memories, embedder, seed)
+    questions = [s.question for s in take(memories, seed)]
+    factory = ENGINES[embedder]
+    with start_service(work, (PRINCIPAL,), engine_factory=factory) as svc:
+        key = svc.keys[PRINCIPAL]
+        print(f"serving {store} at {svc.url}; {clients} clients for {seconds:.0f} s",
+              file=sys.stderr)
+        report["first_request_ms"] = warm_up(svc.url, key, questions[0])
+        load, wall = asyncio.run(drive(svc.url, key, clients, seconds, seed, questions))
+        report["lost_writes"] = {"before_restart": lost_writes(svc.url, key, load.acked)}
+    # the same store served by a fresh process (start_service adds a key to it)
+    with start_service(work, (PRINCIPAL,), engine_factory=factory) as svc2:
+        report["lost_writes"]["after_restart"] = lost_writes(svc2.url, svc2.keys[PRINCIPAL],
+                                                             load.acked)
+    done = {k: len(v) for k, v in load.latency.items()}
+    report["throughput_rps"] = {"all": round(sum(done.values()) / wall, 1),
+                                **{k: round(v / wall, 1) for k, v in done.items()}}
+    report["latency"] = {k: pct(v) for k, v in load.latency.items()}
+    report["latency"]["all"] = pct(load.latency["read"] + load.latency["write"])
+    report["errors"] = {"total": sum(load.errors.values()), **dict(load.errors)}
+    report["tiers"] = dict(load.tiers)
+    report["wall_s"] = round(wall, 2)
+    report["machine"] = {"python": platform.python_version(), "cpus": os.cpu_count(),
+                         "platform": platform.platform()}
+    return report
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.serve_load",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("--memories", type=int, default=10_000)
+    parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument("--embedder", choices=sorted(ENGINES), default="hash")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path, default=ROOT / "outputs" / "bench")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="serve-load-") as tmp:
+        report = run(args.memories, args.clients, args.seconds, args.embedder, args.seed,
+                     Path(tmp))
+    out = args.out / f"serve-{time.strftime('%Y%m%d-%H%M%S')}"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "metrics.json").write_text(json.dumps(report, indent=2))
+    print(json.dumps(report, indent=2))
+    print(f"written {out / 'metrics.json'}", file=sys.stderr)
+    lost = report["lost_writes"]
+    return 1 if report["errors"]["total"] or lost["before_restart"]["lost"] or \
+        lost["after_restart"]["lost"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

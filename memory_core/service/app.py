@@ -1,0 +1,225 @@
+"""The FastAPI app over one :class:`~memory_core.engine.MemoryEngine`.
+
+    app = create_app(MemoryEngine.open("./mem"), KeyStore.for_store("./mem"))
+
+Every route authenticates a bearer key (:mod:`.keys`) to a principal, reads the body as raw JSON
+(:func:`.access.read_json`: 413 over the limit) and hands it to the engine, which validates it:
+an engine refusal is its own status with ``{"code", "reason", "message", "field"?}``. A space
+the principal may not read is 404, exactly like a missing one; a write where it is only a
+viewer is 403. Anything unexpected is a 500 whose body carries the request id and nothing else
+(the traceback goes to the server log).
+
+The engine is not safe for concurrent writers and readers (issue 21: threads index rows twice),
+so :class:`Gate` runs one engine call at a time, in a worker thread, off the event loop.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import anyio
+from fastapi import Depends, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.utils import get_openapi
+from fastapi.responses import JSONResponse
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic.json_schema import models_json_schema
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from memory_core.engine import MemoryEngine
+from memory_core.engine_routing import ROLES
+from memory_core.errors import MemoryCoreError, invalid, not_found
+from memory_core.service import models
+from memory_core.service.access import AccessLog, read_json
+from memory_core.service.errors import ServiceCode, ServiceError
+from memory_core.service.keys import KeyStore
+
+T = TypeVar("T")
+log = logging.getLogger("memory_core.service")
+
+MAX_BODY_BYTES = 1_048_576  # 1 MiB: a write batch of a few thousand short memories
+
+
+@dataclass(frozen=True)
+class ServiceSettings:
+    """``max_body_bytes``: a larger body is 413 before it is parsed."""
+
+    max_body_bytes: int = MAX_BODY_BYTES
+
+
+class Gate:
+    """One engine call at a time, in a worker thread (the event loop keeps serving)."""
+
+    def __init__(self, engine: MemoryEngine):
+        self.engine = engine
+        self._lock = threading.Lock()
+
+    def _locked(self, fn: Callable[[], T]) -> T:
+        with self._lock:
+            return fn()
+
+    async def run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        call = functools.partial(fn, *args, **kwargs)
+        return await anyio.to_thread.run_sync(self._locked, call)
+
+
+class Service:
+    """What the routes share: the engine behind its gate, the keys, the settings."""
+
+    def __init__(self, engine: MemoryEngine, keys: KeyStore, settings: ServiceSettings):
+        self.engine = engine
+        self.gate = Gate(engine)
+        self.keys = keys
+        self.settings = settings
+
+    async def body(self, request: Request) -> Any:
+        return await read_json(request, self.settings.max_body_bytes)
+
+    def role(self, space_id: str, principal: str) -> str:
+        """The principal's role in the space; 404 when it has none (or no such space)."""
+        space = self.engine.store.get_space(space_id)
+        role = None if space is None else space.members.get(principal)
+        if role is None:
+            raise not_found("space", space_id)
+        return role
+
+    def require_writer(self, space_id: str, principal: str) -> None:
+        """404 unless the principal holds a role in the space; 403 unless developer or owner."""
+        role = self.role(space_id, principal)
+        if ROLES.index(role) < ROLES.index("developer"):
+            raise ServiceError(ServiceCode.FORBIDDEN, "needs_developer",
+                               f"principal {principal!r} is a {role} of space {space_id!r}; "
+                               "writing needs developer or owner")
+
+    def may_see_receipt(self, receipt_request: Any, principal: str) -> bool:
+        """A trace belongs to the principal whose request made it (none: the store's owner)."""
+        who = receipt_request.get("principal") or self.engine.spec.owner
+        return who == principal
+
+
+def with_principal(body: Any, principal: str) -> dict[str, Any]:
+    """The request body acting as ``principal``; a different ``principal`` in it is 403."""
+    if not isinstance(body, dict):
+        raise invalid("wrong_type", "a request must be a JSON object of fields")
+    given = body.get("principal")
+    if given is not None and given != principal:
+        raise ServiceError(ServiceCode.FORBIDDEN, "principal_mismatch",
+                           "the API key decides the principal; the body names another one",
+                           "principal")
+    return {**body, "principal": principal}
+
+
+_bearer = HTTPBearer(auto_error=False, description="an API key from `memory-core keys create`")
+
+
+def create_app(engine: MemoryEngine, keys: KeyStore,
+               settings: ServiceSettings | None = None) -> FastAPI:
+    """The service app: ``/v1`` (the Retrieve API and writes), ``/api/v1/{context_id}`` (the
+    agent-memory API), ``/healthz`` (no key), OpenAPI at ``/openapi.json`` and ``/docs``."""
+    from memory_core.service import routes_agent, routes_v1
+
+    svc = Service(engine, keys, settings or ServiceSettings())
+    app = FastAPI(title="memory_core", version="1", summary="Agent memory retrieval with receipts",
+                  description=__doc__)
+    app.state.service = svc
+
+    async def principal(request: Request, creds: HTTPAuthorizationCredentials | None
+                        = Depends(_bearer)) -> str:
+        if creds is None:
+            raise ServiceError(ServiceCode.UNAUTHORIZED, "missing_key",
+                               "send an API key: Authorization: Bearer <key>")
+        who = svc.keys.principal_of(creds.credentials)
+        if who is None:
+            raise ServiceError(ServiceCode.UNAUTHORIZED, "invalid_key",
+                               "the API key is not valid for this service")
+        request.scope.setdefault("state", {})["principal"] = who
+        return who
+
+    app.include_router(routes_v1.router(svc, principal))
+    app.include_router(routes_agent.router(svc, principal))
+
+    @app.get("/healthz", tags=["service"], responses={200: {"description": "the service runs"}})
+    async def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    _handlers(app)
+    app.add_middleware(AccessLog)
+    app.openapi = functools.partial(_openapi, app)  # type: ignore[method-assign]
+    return app
+
+
+def _error(status: int, body: dict[str, Any], headers: dict[str, str] | None = None
+           ) -> JSONResponse:
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+def _handlers(app: FastAPI) -> None:
+    @app.exception_handler(MemoryCoreError)
+    async def engine_error(request: Request, exc: MemoryCoreError) -> JSONResponse:
+        return _error(exc.status, exc.to_dict())
+
+    @app.exception_handler(ServiceError)
+    async def service_error(request: Request, exc: ServiceError) -> JSONResponse:
+        headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
+        return _error(exc.status, exc.to_dict(), headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def bad_parameter(request: Request, exc: RequestValidationError) -> JSONResponse:
+        where = ".".join(str(p) for p in (exc.errors() or [{}])[0].get("loc", ()))
+        return _error(422, ServiceError(ServiceCode.VALIDATION_ERROR, "invalid_parameter",
+                                        f"invalid request parameter {where}",
+                                        where or None).to_dict())
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        code = {404: ServiceCode.NOT_FOUND, 405: ServiceCode.METHOD_NOT_ALLOWED}.get(
+            exc.status_code, ServiceCode.VALIDATION_ERROR)
+        reason = {404: "no_route", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+        body = {"code": code.value, "reason": reason, "message": str(exc.detail)}
+        return _error(exc.status_code, body, getattr(exc, "headers", None))
+
+    @app.exception_handler(Exception)
+    async def unexpected(request: Request, exc: Exception) -> JSONResponse:
+        request_id = request.scope.get("state", {}).get("request_id")
+        log.error("unexpected %s in request %s", type(exc).__name__, request_id,
+                  exc_info=exc)
+        return _error(500, ServiceError(
+            ServiceCode.INTERNAL_ERROR, "unexpected",
+            f"internal error; the server log has the details (request id {request_id})"
+        ).to_dict())
+
+
+def _openapi(app: FastAPI) -> dict[str, Any]:
+    """FastAPI's schema plus the request-body models the routes read as raw JSON."""
+    if app.openapi_schema is None:
+        schema = get_openapi(title=app.title, version=app.version, summary=app.summary,
+                             description=app.description, routes=app.routes)
+        _, defs = models_json_schema([(m, "validation") for m in models.REQUEST_MODELS],
+                                     ref_template="#/components/schemas/{model}")
+        schema.setdefault("components", {}).setdefault("schemas", {}).update(
+            defs.get("$defs", {}))
+        app.openapi_schema = schema
+    return app.openapi_schema
+
+
+def body_spec(model: type, description: str = "") -> dict[str, Any]:
+    """``openapi_extra`` for a route that reads ``model``'s JSON body itself."""
+    return {"requestBody": {"required": True, "description": description, "content": {
+        "application/json": {"schema": {"$ref": f"#/components/schemas/{model.__name__}"}}}}}
+
+
+def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses`` entries for error statuses (always 401 and 422 too)."""
+    what = {401: "no key or an unknown key", 403: "the principal may not do this",
+            404: "no such object (or one the principal may not read)",
+            413: "the body is over the size limit",
+            422: "the engine's validation_error / route_conflict / no_route_target / "
+                 "reserved_tag, or a body that is not JSON",
+            501: "not implemented here", 503: "every searched space failed"}
+    return {s: {"model": models.ErrorBody, "description": what.get(s, "error")}
+            for s in sorted({401, 422, 500, *statuses})}

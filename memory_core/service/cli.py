@@ -1,0 +1,78 @@
+"""``memory-core serve`` and ``memory-core keys create`` (added to :mod:`memory_core.cli`).
+
+    memory-core keys create --store DIR --principal NAME   # the key is stdout's last line
+    memory-core serve --store DIR [--host 127.0.0.1] [--port 8080]
+
+Nothing here imports FastAPI or uvicorn until ``serve`` runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from memory_core.errors import MemoryCoreError
+
+COMMANDS = ("serve", "keys")
+
+
+def add_commands(sub: Any, make_parser: Callable[..., argparse.ArgumentParser]) -> None:
+    """Add ``serve`` and ``keys`` to the ``memory-core`` sub-command set."""
+    from memory_core.service.server import DEFAULT_HOST, DEFAULT_PORT
+
+    serve = sub.add_parser("serve", allow_abbrev=False,
+                           help="serve a store over HTTP (both seeds' APIs, bearer keys)")
+    serve.add_argument("--store", required=True, metavar="DIR", help="the store directory")
+    serve.add_argument("--host", default=DEFAULT_HOST,
+                       help=f"address to listen on (default {DEFAULT_HOST}: this machine only)")
+    serve.add_argument("--port", type=int, default=DEFAULT_PORT,
+                       help=f"port (default {DEFAULT_PORT})")
+    serve.add_argument("--max-body-bytes", type=int, metavar="N",
+                       help="larger request bodies are 413 (default 1 MiB)")
+    serve.add_argument("--engine-factory", metavar="MODULE:CALLABLE",
+                       help="build the engine with this callable(store_dir) instead of "
+                       "MemoryEngine.open (e.g. a model-free embedder for load tests)")
+
+    keys = sub.add_parser("keys", allow_abbrev=False, help="API keys of a store's service")
+    keys_sub = keys.add_subparsers(dest="keys_command", required=True, metavar="ACTION")
+    create = keys_sub.add_parser("create", allow_abbrev=False,
+                                 help="create a key for a principal; prints it once")
+    create.add_argument("--store", required=True, metavar="DIR", help="the store directory")
+    create.add_argument("--principal", required=True, metavar="NAME",
+                        help="who the key acts as (space members name principals)")
+    for parser in (serve, keys, create):
+        parser.set_defaults(command_parser=parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``serve`` or ``keys create``; returns the exit status."""
+    if args.command == "serve":
+        from memory_core.service.server import serve
+
+        if not 0 < args.port < 65536:
+            args.command_parser.error(f"--port must be 1-65535, got {args.port}")
+        if args.max_body_bytes is not None and args.max_body_bytes < 1:
+            args.command_parser.error("--max-body-bytes must be >= 1")
+        try:
+            serve(args.store, args.host, args.port, args.engine_factory, args.max_body_bytes)
+        except ValueError as exc:  # a bad --engine-factory or a damaged keys file
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        return 0
+    from memory_core.service.keys import KeyStore
+
+    store = KeyStore.for_store(args.store)
+    try:
+        key = store.create(args.principal)
+    except MemoryCoreError as err:
+        print(f"error: {err.code.value}/{err.reason}: {err.message}", file=sys.stderr)
+        return 1
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(f"API key for principal {args.principal!r}, shown once (stored hashed in "
+          f"{store.path}):", file=sys.stderr)
+    print(key)
+    return 0

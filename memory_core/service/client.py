@@ -1,0 +1,150 @@
+"""The CLI's ``--url`` side: the engine calls the commands make, sent to a running service.
+
+:class:`RemoteEngine` has the methods ``memory-core recall/context/write/receipt`` call on a
+:class:`~memory_core.engine.MemoryEngine` (``retrieve``, ``retrieve_context``, ``write``,
+``get_memory``, ``get_receipt``), so one command works against a local store or a service.
+A refusal comes back as :class:`RemoteError`, a :class:`MemoryCoreError` carrying the
+service's status, code and reason.
+
+    >>> with RemoteEngine("http://127.0.0.1:8080", key) as eng:       # doctest: +SKIP
+    ...     eng.retrieve(query="Which package manager?", space_id="notes").results
+"""
+
+from __future__ import annotations
+
+import os
+from urllib.parse import quote
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from memory_core.errors import ErrorCode, MemoryCoreError
+from memory_core.service.errors import STATUS, ServiceCode
+from memory_core.types import (ContextHit, Receipt, Result, RetrieveResponse, SearchedEntry,
+                               Tier, frozen_map)
+
+API_KEY_ENV = "MEMORY_CORE_API_KEY"
+TIMEOUT_S = 60.0  # a cold accurate-mode request loads the cross-encoder
+
+
+class RemoteError(MemoryCoreError):
+    """A refusal from the service: its HTTP status and its ``code``/``reason``/``message``."""
+
+    def __init__(self, status: int, body: Mapping[str, Any]):
+        code = str(body.get("code"))
+        known = {c.value: c for c in ErrorCode} | {c.value: c for c in ServiceCode}
+        self.code = known.get(code, ServiceCode.INTERNAL_ERROR)  # type: ignore[assignment]
+        self.status = status
+        self.reason = str(body.get("reason", "unknown"))
+        self.message = str(body.get("message", f"HTTP {status}"))
+        self.field = body.get("field")  # type: ignore[assignment]
+        details = body.get("details")
+        self.details = dict(details) if isinstance(details, Mapping) else None
+        Exception.__init__(self, f"{status} {code} ({self.reason}): {self.message}")
+
+
+def unreachable(url: str, exc: Exception) -> RemoteError:
+    return RemoteError(STATUS[ServiceCode.INTERNAL_ERROR], {
+        "code": ServiceCode.INTERNAL_ERROR.value, "reason": "unreachable",
+        "message": f"cannot reach the service at {url}: {type(exc).__name__}: {exc}"})
+
+
+@dataclass(frozen=True)
+class RemoteMemory:
+    """A stored memory as ``GET /v1/memories/{id}`` returns it."""
+
+    memory_id: str
+    space_id: str
+    content: str
+    memory_type: str
+    source_ids: tuple[str, ...]
+    metadata: Mapping[str, Any]
+    document_id: str | None
+    tags: tuple[str, ...]
+    entities: tuple[str, ...]
+    timestamp: str
+    recorded_at: str
+    occurred_start: str | None
+    occurred_end: str | None
+    user_id: str | None
+    agent_id: str | None
+    session_id: str | None
+
+
+def response_from_dict(body: Mapping[str, Any]) -> RetrieveResponse:
+    """``RetrieveResponse.to_dict()`` read back into the record."""
+    def result(r: Mapping[str, Any]) -> Result:
+        return Result(**{**r, "source_ids": tuple(r["source_ids"]), "tags": tuple(r["tags"]),
+                         "entities": tuple(r["entities"]),
+                         "metadata": frozen_map(r["metadata"])})
+    hits = body.get("context_hits")
+    searched = body.get("searched")
+    return RetrieveResponse(
+        results=[result(r) for r in body["results"]], context=body.get("context"),
+        token_estimate=body.get("token_estimate"),
+        searched=None if searched is None else [SearchedEntry(**s) for s in searched],
+        receipt_id=body.get("receipt_id"), fallback=body.get("fallback"),
+        tier=Tier(body["tier"]), query_ms=body["query_ms"], trace_id=body.get("trace_id"),
+        context_hits=None if hits is None else [
+            ContextHit(**{**h, "memory_ids": tuple(h["memory_ids"])}) for h in hits])
+
+
+class RemoteEngine:
+    """The engine calls of the CLI, over HTTP (see the module docstring)."""
+
+    def __init__(self, url: str, api_key: str | None = None, timeout: float = TIMEOUT_S,
+                 transport: httpx.BaseTransport | None = None):
+        key = api_key or os.environ.get(API_KEY_ENV)
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        self.url = url.rstrip("/")
+        self._http = httpx.Client(base_url=self.url, headers=headers, timeout=timeout,
+                                  transport=transport)
+
+    def _call(self, method: str, path: str, body: Mapping[str, Any] | None = None) -> Any:
+        try:
+            resp = self._http.request(method, path, json=body)
+        except httpx.HTTPError as exc:
+            raise unreachable(self.url, exc) from exc
+        try:
+            payload = resp.json()
+        except ValueError:
+            payload = {"code": ServiceCode.INTERNAL_ERROR.value, "reason": "not_json",
+                       "message": f"HTTP {resp.status_code} with a body that is not JSON"}
+        if resp.status_code >= 400:
+            raise RemoteError(resp.status_code, payload if isinstance(payload, dict) else {})
+        return payload
+
+    def retrieve(self, request: Mapping[str, Any] | None = None, /, **fields: Any
+                 ) -> RetrieveResponse:
+        return response_from_dict(self._call("POST", "/v1/retrieve",
+                                             {**(request or {}), **fields}))
+
+    def retrieve_context(self, request: Mapping[str, Any] | None = None, /, **fields: Any
+                         ) -> RetrieveResponse:
+        body = self._call("POST", "/v1/context", {**(request or {}), **fields})
+        return RetrieveResponse(results=[], context=body["context"],
+                                token_estimate=body["token_estimate"],
+                                receipt_id=body["receipt_id"], tier=Tier(body["tier"]),
+                                query_ms=body["query_ms"], trace_id=body["trace_id"])
+
+    def write(self, **fields: Any) -> str:
+        return self._call("POST", "/v1/memories", fields)["memory_id"]
+
+    def get_memory(self, memory_id: str) -> RemoteMemory:
+        body = self._call("GET", f"/v1/memories/{quote(memory_id, safe='')}")
+        return RemoteMemory(**{**body, **{k: tuple(body[k]) for k in
+                                          ("source_ids", "tags", "entities")}})
+
+    def get_receipt(self, receipt_id: str) -> Receipt:
+        return Receipt.from_dict(self._call("GET", f"/v1/receipts/{quote(receipt_id, safe='')}"))
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> RemoteEngine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,168 @@
+"""Bearer API keys, stored hashed in ``<store>/keys.json`` and mapped to principals.
+
+A key is ``mck_<key_id>_<secret>``: ``key_id`` (12 hex digits) finds the record, the secret
+(32 random bytes, URL-safe base64) proves it. The file keeps only
+``sha256(key)`` per record, so reading the file does not reveal a key; a key is shown once,
+when created. The secret is high-entropy random, so a plain SHA-256 is enough (a slow password
+hash guards guessable secrets; these are not), and comparison is constant-time
+(:func:`hmac.compare_digest`).
+
+    >>> ks = KeyStore(Path(tmp) / "keys.json")                # doctest: +SKIP
+    >>> key = ks.create("alice")                              # doctest: +SKIP
+    >>> ks.principal_of(key)                                  # doctest: +SKIP
+    'alice'
+
+The file is written atomically (temp file, fsync, rename, mode 0600) under a file lock, and the
+service re-reads it when its modification time changes, so a key created while the service runs
+works at once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import re
+import secrets
+import tempfile
+import threading
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from filelock import FileLock
+
+from memory_core.errors import invalid
+
+KEYS_FILE = "keys.json"
+KEY_PREFIX = "mck"
+KEY_ID_HEX = 12          # 48 bits: finds the record, not a secret
+SECRET_BYTES = 32        # 256 bits of randomness per key
+FORMAT_VERSION = 1
+_KEY = re.compile(rf"^{KEY_PREFIX}_([0-9a-f]{{{KEY_ID_HEX}}})_([A-Za-z0-9_-]{{20,100}})$")
+_PRINCIPAL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@:\-]{0,127}$")
+
+
+@dataclass(frozen=True)
+class KeyRecord:
+    """One stored key: its id, its principal, ``sha256(key)`` in hex, when it was created."""
+
+    key_id: str
+    principal: str
+    sha256: str
+    created_at: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"key_id": self.key_id, "principal": self.principal, "sha256": self.sha256,
+                "created_at": self.created_at}
+
+
+def hash_key(key: str) -> str:
+    """``sha256`` of the whole key, hex.
+
+    Example:
+        >>> hash_key("mck_000000000000_x")[:12]
+        '5050b7d009e5'
+    """
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()
+
+
+def check_principal(principal: object) -> str:
+    """A principal name: 1-128 characters of letters, digits, ``_ . @ : -`` (422 otherwise)."""
+    if not isinstance(principal, str) or not _PRINCIPAL.match(principal):
+        raise invalid("invalid_principal", "principal must be 1-128 characters of letters, "
+                      "digits, '_', '.', '@', ':' or '-', starting with a letter or digit",
+                      "principal")
+    return principal
+
+
+class KeyStore:
+    """The keys file of one store directory."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self._lock = threading.Lock()
+        self._stamp: tuple[int, int] | None = None
+        self._records: dict[str, KeyRecord] = {}
+
+    @classmethod
+    def for_store(cls, store_dir: str | Path) -> KeyStore:
+        return cls(Path(store_dir) / KEYS_FILE)
+
+    # -- reading ------------------------------------------------------------------------------
+    def records(self) -> list[KeyRecord]:
+        """Every stored key record (re-read when the file changed)."""
+        self._refresh()
+        return list(self._records.values())
+
+    def principal_of(self, key: str) -> str | None:
+        """The principal ``key`` belongs to, or None for a malformed or unknown key."""
+        match = _KEY.match(key) if isinstance(key, str) else None
+        if match is None:
+            return None
+        self._refresh()
+        record = self._records.get(match.group(1))
+        if record is None or not hmac.compare_digest(record.sha256, hash_key(key)):
+            return None
+        return record.principal
+
+    def _refresh(self) -> None:
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            with self._lock:
+                self._records, self._stamp = {}, None
+            return
+        stamp = (st.st_mtime_ns, st.st_size)
+        if stamp == self._stamp:
+            return
+        with self._lock:
+            records = _read(self.path)
+            self._records = {r.key_id: r for r in records}
+            self._stamp = stamp
+
+    # -- writing ------------------------------------------------------------------------------
+    def create(self, principal: str) -> str:
+        """A new key for ``principal``; returns the key (the file keeps only its hash)."""
+        check_principal(principal)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(self.path) + ".lock"):
+            records = _read(self.path) if self.path.exists() else []
+            taken = {r.key_id for r in records}
+            key_id = secrets.token_hex(KEY_ID_HEX // 2)
+            while key_id in taken:
+                key_id = secrets.token_hex(KEY_ID_HEX // 2)
+            key = f"{KEY_PREFIX}_{key_id}_{secrets.token_urlsafe(SECRET_BYTES)}"
+            now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            records.append(KeyRecord(key_id, principal, hash_key(key), now))
+            _write(self.path, records)
+        return key
+
+
+def _read(path: Path) -> list[KeyRecord]:
+    """The records of a keys file; a damaged file is a ``ValueError`` naming it (the service
+    refuses to start rather than lock everyone out silently)."""
+    try:
+        body = json.loads(path.read_text(encoding="utf-8"))
+        if body.get("version") != FORMAT_VERSION:
+            raise ValueError(f"unknown version {body.get('version')!r}")
+        return [KeyRecord(r["key_id"], r["principal"], r["sha256"], r["created_at"])
+                for r in body["keys"]]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise ValueError(f"keys file {path} is unreadable: {exc}") from exc
+
+
+def _write(path: Path, records: list[KeyRecord]) -> None:
+    body = {"version": FORMAT_VERSION, "keys": [r.to_dict() for r in records]}
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".keys-", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(body, fh, indent=2)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

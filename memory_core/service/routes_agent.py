@@ -1,0 +1,104 @@
+"""The agent-memory API (the second seed), under ``/api/v1/{context_id}``: camelCase wire names
+(:mod:`.wire`), ``context_id`` is a space id.
+
+========  ========================================  ======================================
+POST      /api/v1/{context_id}/query                ranked hits: ``tier``, ``hits``,
+                                                    ``contextHits``?, ``queryMs``, ``trace``
+POST      /api/v1/{context_id}/context              the block, ``tokenEstimate`` and hits
+POST      /api/v1/{context_id}/sessions/{sid}/context   the block for a session in progress
+POST      /api/v1/{context_id}/documents/query      hits among passages (``include`` fixed)
+GET       /api/v1/{context_id}/traces/{traceId}     the caller's own trace of that space
+POST      /api/v1/{context_id}/chat                 501: no response model is configured
+========  ========================================  ======================================
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse
+
+from memory_core.errors import MemoryCoreError, not_found
+from memory_core.service import compat, models, wire
+from memory_core.service.app import Service, body_spec, errors
+from memory_core.service.errors import ServiceCode, ServiceError
+from memory_core.types import Include, RetrieveResponse
+
+
+def router(svc: Service, principal: Callable[..., Any]) -> APIRouter:
+    api = APIRouter(prefix="/api/v1/{context_id}", tags=["agent-memory API"])
+    eng = svc.engine
+    who = Depends(principal)
+
+    async def request_body(request: Request, context_id: str, p: str,
+                           fixed: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        # no ``principal`` field here: the key decides (agent_body refuses the name); its
+        # errors already name the camelCase field
+        body = wire.agent_body(await svc.body(request), fixed)
+        return {**body, "space_id": context_id, "principal": p}
+
+    async def call(fn: Callable[..., RetrieveResponse], *args: Any) -> RetrieveResponse:
+        try:
+            return await svc.gate.run(fn, *args)
+        except MemoryCoreError as exc:
+            raise wire.renamed(exc) from None
+
+    @api.post("/query", response_model=None, openapi_extra=body_spec(models.AgentQueryBody),
+              responses={200: {"model": models.AgentQueryResponse}, **errors(404, 413)})
+    async def query(context_id: str, request: Request, p: str = who) -> JSONResponse:
+        """Ranked hits for a question in space ``context_id`` (k default 10, capped at 50)."""
+        body = await request_body(request, context_id, p)
+        return JSONResponse(wire.query_response(await call(eng.retrieve, body)))
+
+    @api.post("/context", response_model=None, openapi_extra=body_spec(models.AgentQueryBody),
+              responses={200: {"model": models.AgentContextResponse}, **errors(404, 413)})
+    async def context(context_id: str, request: Request, p: str = who) -> JSONResponse:
+        """The prompt-ready block (``get_context``) with its hits and trace."""
+        body = await request_body(request, context_id, p)
+        return JSONResponse(wire.context_response(await call(eng.retrieve_context, body)))
+
+    @api.post("/sessions/{session_id}/context", response_model=None,
+              openapi_extra=body_spec(models.AgentQueryBody),
+              responses={200: {"model": models.AgentContextResponse}, **errors(404, 413)})
+    async def session(context_id: str, session_id: str, request: Request,
+                      p: str = who) -> JSONResponse:
+        """The block for the session in progress (:func:`.compat.session_context`); the
+        session comes from the path, so ``sessionId`` in the body is 422."""
+        body = await request_body(request, context_id, p, fixed={"session_id": session_id})
+        body.pop("session_id")
+        resp = await call(compat.session_context, eng, body, session_id)
+        return JSONResponse(wire.context_response(resp))
+
+    @api.post("/documents/query", response_model=None,
+              openapi_extra=body_spec(models.AgentDocumentsBody),
+              responses={200: {"model": models.AgentQueryResponse}, **errors(404, 413)})
+    async def documents(context_id: str, request: Request, p: str = who) -> JSONResponse:
+        """Hits among passages (the written memories: turns, notes, document chunks); no
+        distilled observations. ``include`` is fixed by the route (422 in the body)."""
+        body = await request_body(request, context_id, p,
+                                  fixed={"include": Include.PASSAGES.value})
+        return JSONResponse(wire.query_response(await call(eng.retrieve, body)))
+
+    @api.get("/traces/{trace_id}", response_model=None,
+             responses={200: {"model": models.TraceBody}, **errors(404)})
+    async def trace(context_id: str, trace_id: str, p: str = who) -> JSONResponse:
+        """A trace of a request the caller made in this space (404 otherwise)."""
+        found = await svc.gate.run(eng.get_receipt, trace_id)
+        spaces = {found.request.get("space_id")} | {
+            s.space_id for s in (found.searched or ())}
+        if not svc.may_see_receipt(found.request, p) or context_id not in spaces:
+            raise not_found("trace", trace_id)
+        return JSONResponse(wire.trace_body(found))
+
+    @api.post("/chat", response_model=None, responses={501: {"model": models.ErrorBody},
+                                                       **errors()})
+    async def chat(context_id: str, p: str = who) -> JSONResponse:
+        """Not served: answering needs a response model, and none is configured."""
+        raise ServiceError(ServiceCode.NOT_IMPLEMENTED, "no_response_model",
+                           "no response model is configured in this service, and chat "
+                           "needs one to answer; use /query or /context with your own model")
+
+    return api
+

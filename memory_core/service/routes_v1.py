@@ -1,0 +1,189 @@
+"""The Retrieve API and the write side, under ``/v1`` (field names of the Python API).
+
+=======  ===================================  ==============================================
+POST     /v1/retrieve                         ``retrieve(body)`` -> ``RetrieveResponse.to_dict()``
+POST     /v1/context                          ``retrieve_context(body)``: the block
+GET      /v1/receipts/{receipt_id}            ``get_receipt`` (the caller's own traces only)
+GET      /v1/spaces                           the spaces the caller holds a role in
+POST     /v1/spaces                           ``create_space`` -> 201
+GET      /v1/spaces/{space_id}                one space (404 without a role in it)
+POST     /v1/spaces/{space_id}/memories       ``write_many`` ``{"items"}`` -> 201 ``{"memory_ids"}``
+POST     /v1/spaces/{space_id}/observations   ``observe`` -> 201 ``{"memory_id", "space_id"}``
+POST     /v1/memories                         ``write`` (``route="auto"`` or ``space_id``) -> 201
+GET      /v1/memories/{memory_id}             ``get_memory`` (404 without a role in its space)
+=======  ===================================  ==============================================
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse
+
+from memory_core.engine import WRITE_FIELDS
+from memory_core.errors import invalid, not_found
+from memory_core.service import models
+from memory_core.service.app import Service, body_spec, errors, with_principal
+from memory_core.types import Memory, Space
+
+SPACE_FIELDS = ("space_id", "description", "default", "members")
+ROUTED_WRITE_FIELDS = ("route", "space_id", "principal", *WRITE_FIELDS)
+OBSERVE_FIELDS = ("content", "source_ids", "tags")
+
+
+def _fields(body: Any, allowed: tuple[str, ...], required: tuple[str, ...] = ()
+            ) -> dict[str, Any]:
+    """``body`` as a JSON object holding only ``allowed`` names (422 naming the first other)."""
+    if not isinstance(body, dict):
+        raise invalid("wrong_type", "the body must be a JSON object")
+    unknown = sorted(str(k) for k in body if k not in allowed)
+    if unknown:
+        raise invalid("unknown_field", f"unknown field(s): {', '.join(unknown)}", unknown[0])
+    for name in required:
+        if name not in body:
+            raise invalid("missing_field", f"{name} is required", name)
+    return body
+
+
+def space_body(space: Space, role: str) -> dict[str, Any]:
+    body = {"space_id": space.space_id, "description": space.description,
+            "default": space.default, "created_at": space.created_at, "role": role}
+    if role == "owner":
+        body["members"] = dict(space.members)
+    return body
+
+
+def memory_body(m: Memory) -> dict[str, Any]:
+    return {"memory_id": m.memory_id, "space_id": m.space_id, "content": m.content,
+            "memory_type": m.memory_type.value, "source_ids": list(m.source_ids),
+            "metadata": dict(m.metadata), "document_id": m.document_id, "tags": list(m.tags),
+            "entities": list(m.entities), "timestamp": m.timestamp,
+            "recorded_at": m.recorded_at, "occurred_start": m.occurred_start,
+            "occurred_end": m.occurred_end, "user_id": m.user_id, "agent_id": m.agent_id,
+            "session_id": m.session_id}
+
+
+def router(svc: Service, principal: Callable[..., Any]) -> APIRouter:
+    api = APIRouter(prefix="/v1", tags=["retrieve API"])
+    eng = svc.engine
+    who = Depends(principal)
+
+    @api.post("/retrieve", response_model=None, openapi_extra=body_spec(models.RetrieveBody),
+              responses={200: {"model": models.RetrieveResponseBody}, **errors(403, 404, 413)})
+    async def retrieve(request: Request, p: str = who) -> JSONResponse:
+        """Ranked memories for a question (``MemoryEngine.retrieve``)."""
+        body = with_principal(await svc.body(request), p)
+        resp = await svc.gate.run(eng.retrieve, body)
+        return JSONResponse(resp.to_dict())
+
+    @api.post("/context", response_model=None, openapi_extra=body_spec(models.RetrieveBody),
+              responses={200: {"model": models.ContextResponseBody}, **errors(403, 404, 413)})
+    async def context(request: Request, p: str = who) -> JSONResponse:
+        """The prompt-ready block (``MemoryEngine.get_context``) with its trace id."""
+        body = with_principal(await svc.body(request), p)
+        resp = await svc.gate.run(eng.retrieve_context, body)
+        return JSONResponse({"context": resp.context or "", "token_estimate":
+                             resp.token_estimate, "tier": resp.tier.value,
+                             "query_ms": resp.query_ms, "trace_id": resp.trace_id,
+                             "receipt_id": resp.receipt_id})
+
+    @api.get("/receipts/{receipt_id}", response_model=None,
+             responses={200: {"model": models.ReceiptBody}, **errors(404)})
+    async def receipt(receipt_id: str, p: str = who) -> JSONResponse:
+        """A receipt or trace the caller's own request made (404 for anyone else's)."""
+        found = await svc.gate.run(eng.get_receipt, receipt_id)
+        if not svc.may_see_receipt(found.request, p):
+            raise not_found("receipt", receipt_id)
+        return JSONResponse(found.to_dict())
+
+    @api.get("/spaces", response_model=None, responses={200: {"model": models.SpaceList},
+                                                        **errors()})
+    async def list_spaces(p: str = who) -> JSONResponse:
+        """The spaces where the caller holds a role."""
+        spaces = await svc.gate.run(eng.list_spaces)
+        return JSONResponse({"spaces": [space_body(s, s.members[p]) for s in spaces
+                                        if p in s.members]})
+
+    @api.post("/spaces", status_code=201, response_model=None,
+              openapi_extra=body_spec(models.SpaceCreate),
+              responses={201: {"model": models.SpaceOut}, **errors(413)})
+    async def create_space(request: Request, p: str = who) -> JSONResponse:
+        """Create a space; the caller is one of its owners (``members`` adds others)."""
+        body = _fields(await svc.body(request), SPACE_FIELDS)
+        members = body.get("members")
+        if members is not None and not isinstance(members, dict):
+            raise invalid("invalid_members", "members must map principals to roles", "members")
+        space = await svc.gate.run(
+            eng.create_space, body.get("space_id"), description=body.get("description", ""),
+            default=body.get("default", False), members={**(members or {}), p: "owner"})
+        return JSONResponse(space_body(space, "owner"), status_code=201)
+
+    @api.get("/spaces/{space_id}", response_model=None,
+             responses={200: {"model": models.SpaceOut}, **errors(404)})
+    async def get_space(space_id: str, p: str = who) -> JSONResponse:
+        """One space (404 unless the caller holds a role in it)."""
+        def read() -> dict[str, Any]:
+            role = svc.role(space_id, p)
+            return space_body(eng.get_space(space_id), role)
+        return JSONResponse(await svc.gate.run(read))
+
+    @api.post("/spaces/{space_id}/memories", status_code=201, response_model=None,
+              openapi_extra=body_spec(models.WriteBody),
+              responses={201: {"model": models.MemoryIds}, **errors(403, 404, 413)})
+    async def write_many(space_id: str, request: Request, p: str = who) -> JSONResponse:
+        """Write memories in one transaction (all or none); ids in item order."""
+        body = _fields(await svc.body(request), ("items",), required=("items",))
+
+        def write() -> list[str]:
+            svc.require_writer(space_id, p)
+            return eng.write_many(space_id, body["items"], principal=p)
+        return JSONResponse({"memory_ids": await svc.gate.run(write)}, status_code=201)
+
+    @api.post("/spaces/{space_id}/observations", status_code=201, response_model=None,
+              openapi_extra=body_spec(models.ObserveBody),
+              responses={201: {"model": models.MemoryId}, **errors(403, 404, 413)})
+    async def observe(space_id: str, request: Request, p: str = who) -> JSONResponse:
+        """Store an observation built from facts of the space (``MemoryEngine.observe``)."""
+        body = _fields(await svc.body(request), OBSERVE_FIELDS, required=("content",
+                                                                            "source_ids"))
+
+        def write() -> str:
+            svc.require_writer(space_id, p)
+            return eng.observe(space_id, body["content"], body["source_ids"],
+                               tags=body.get("tags"), principal=p)
+        memory_id = await svc.gate.run(write)
+        return JSONResponse({"memory_id": memory_id, "space_id": space_id}, status_code=201)
+
+    @api.post("/memories", status_code=201, response_model=None,
+              openapi_extra=body_spec(models.RoutedWriteBody),
+              responses={201: {"model": models.MemoryId}, **errors(403, 404, 413)})
+    async def write_one(request: Request, p: str = who) -> JSONResponse:
+        """Write one memory into ``space_id``, or where ``route="auto"`` files it."""
+        body = with_principal(_fields(await svc.body(request), ROUTED_WRITE_FIELDS), p)
+
+        if body.get("space_id") is not None and not isinstance(body["space_id"], str):
+            raise invalid("wrong_type", "space_id must be a string", "space_id")
+
+        def write() -> tuple[str, str]:
+            if body.get("space_id") is not None and body.get("route") is None:
+                svc.require_writer(body["space_id"], p)
+            memory_id = eng.write(**body)
+            return memory_id, eng.get_memory(memory_id).space_id
+        memory_id, space_id = await svc.gate.run(write)
+        return JSONResponse({"memory_id": memory_id, "space_id": space_id}, status_code=201)
+
+    @api.get("/memories/{memory_id}", response_model=None,
+             responses={200: {"model": models.MemoryBody}, **errors(404)})
+    async def get_memory(memory_id: str, p: str = who) -> JSONResponse:
+        """A stored memory (404 unless the caller holds a role in its space)."""
+        def read() -> dict[str, Any]:
+            m = eng.get_memory(memory_id)
+            space = eng.store.get_space(m.space_id)
+            if space is None or p not in space.members:
+                raise not_found("memory", memory_id)
+            return memory_body(m)
+        return JSONResponse(await svc.gate.run(read))
+
+    return api

@@ -1,0 +1,74 @@
+"""``memory-core serve``: one uvicorn process serving one store directory.
+
+    memory-core serve --store ./mem [--host 127.0.0.1] [--port 8080]
+
+One process, one worker: the engine holds each space's vector index in memory, and a second
+process would hold a second copy that never sees the first one's writes. ``--engine-factory
+module:callable`` builds the engine from the store path instead of
+:meth:`MemoryEngine.open` (tests and the load benchmark inject a model-free embedder this way).
+On SIGINT/SIGTERM uvicorn drains the requests in flight, then the engine is closed (vector
+index flushed).
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from memory_core.engine import MemoryEngine
+from memory_core.service.keys import KeyStore
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8080
+
+EngineFactory = Callable[[str], MemoryEngine]
+
+
+def resolve_factory(spec: str | None) -> EngineFactory:
+    """``"package.module:callable"`` -> the callable (None: ``MemoryEngine.open``)."""
+    if spec is None:
+        return MemoryEngine.open
+    module, sep, name = spec.partition(":")
+    if not sep or not module or not name:
+        raise ValueError(f"--engine-factory must be module:callable, got {spec!r}")
+    factory = getattr(importlib.import_module(module), name, None)
+    if not callable(factory):
+        raise ValueError(f"--engine-factory {spec!r} does not name a callable")
+    return factory
+
+
+def _log_to_stderr() -> None:
+    """The service's loggers (access log, errors) print to stderr, one line each."""
+    logger = logging.getLogger("memory_core.service")
+    if not logger.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+        logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+
+
+def serve(store: str | Path, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
+          engine_factory: str | None = None, max_body_bytes: int | None = None) -> None:
+    """Open the store and serve it until interrupted."""
+    import uvicorn
+
+    from memory_core.service.app import ServiceSettings, create_app
+
+    keys = KeyStore.for_store(store)
+    if not keys.records():  # also fails now, not per request, on a damaged keys file
+        print(f"warning: no API keys in {keys.path}; every request will be 401 until one is "
+              f"created with: memory-core keys create --store {store} --principal NAME",
+              file=sys.stderr)
+    settings = ServiceSettings() if max_body_bytes is None else ServiceSettings(max_body_bytes)
+    _log_to_stderr()
+    engine = resolve_factory(engine_factory)(str(store))
+    try:
+        app = create_app(engine, keys, settings)
+        uvicorn.run(app, host=host, port=port, access_log=False, log_level="info",
+                    workers=1, timeout_graceful_shutdown=10)
+    finally:
+        engine.close()

@@ -1,0 +1,125 @@
+"""The agent-memory API's wire names (the second seed): camelCase over the engine's fields.
+
+The request names are derived from :data:`memory_core.request.FIELDS`, so a field the engine
+gains is accepted here under its camelCase name without an edit; ``k`` stands for ``limit``
+(default 10, values above 50 capped to 50, as seed 004 does). The target comes from the path
+(``context_id`` is a space id), so ``space_id``, ``route``, routing-only fields and ``principal``
+(the API key decides it) are not body fields.
+
+    >>> to_camel("include_duplicates")
+    'includeDuplicates'
+    >>> agent_body({"query": "q", "k": 80, "asOf": "2024-01-01T00:00:00Z"})
+    {'query': 'q', 'as_of': '2024-01-01T00:00:00Z', 'limit': 50}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from memory_core.errors import MemoryCoreError, invalid
+from memory_core.request import FIELDS
+from memory_core.types import ContextHit, Receipt, RetrieveResponse
+
+K_DEFAULT = 10   # seed 004: k defaults to 10
+K_CAP = 50       # seed 004: k above 50 is capped, not refused
+# engine fields the agent API sets itself (path, key) or does not offer (routing)
+NOT_IN_AGENT_BODY = ("space_id", "route", "principal", "limit", "max_targets",
+                     "fallback_space_id")
+
+
+def to_camel(name: str) -> str:
+    """``snake_case`` -> ``camelCase``."""
+    head, *rest = name.split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
+def agent_fields() -> dict[str, str]:
+    """camelCase request name -> engine field (``k`` -> ``limit``)."""
+    names = {to_camel(f): f for f in FIELDS if f not in NOT_IN_AGENT_BODY}
+    names["k"] = "limit"
+    return names
+
+
+def camel_keys(body: Mapping[str, Any]) -> dict[str, Any]:
+    """The same mapping with camelCase keys (one level: values are left as they are)."""
+    return {to_camel(k): v for k, v in body.items()}
+
+
+def agent_body(body: Any, fixed: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """An agent-API request body as an engine request (the target is added by the caller).
+
+    ``fixed``: engine fields the route sets (``include`` for ``documents/query``); giving one
+    of them in the body is 422 ``unknown_field``. Unknown names are 422 ``unknown_field`` naming
+    the camelCase field; ``k`` is capped at :data:`K_CAP` (a non-integer ``k`` is left for the
+    engine to refuse as ``limit``, reported under ``k``).
+    """
+    if not isinstance(body, Mapping):
+        raise invalid("wrong_type", "a request must be a JSON object of fields")
+    names = agent_fields()
+    fixed = dict(fixed or {})
+    taken = {to_camel(f) for f in fixed}
+    unknown = sorted(str(k) for k in body if k not in names or k in taken)
+    if unknown:
+        raise invalid("unknown_field", f"unknown request field(s): {', '.join(unknown)}",
+                      unknown[0])
+    out = {names[k]: v for k, v in body.items()}
+    k = out.pop("limit", None)
+    if isinstance(k, int) and not isinstance(k, bool) and k > K_CAP:
+        k = K_CAP
+    out["limit"] = K_DEFAULT if k is None else k
+    out.update(fixed)
+    return out
+
+
+def renamed(err: MemoryCoreError) -> MemoryCoreError:
+    """The engine's error with its ``field`` in the agent API's name (``limit`` -> ``k``)."""
+    if err.field is None:
+        return err
+    field = "k" if err.field == "limit" else to_camel(err.field)
+    out = MemoryCoreError(err.code, err.reason, err.message, field)
+    out.status = err.status  # codes the engine adds later keep their own status
+    return out
+
+
+def hit(result: Mapping[str, Any]) -> dict[str, Any]:
+    """One result as a hit: camelCase keys; ``metadata`` keeps the writer's own keys."""
+    return camel_keys(result)
+
+
+def context_hits(hits: list[ContextHit] | None) -> list[dict[str, Any]] | None:
+    """``contextHits``: None (the key is omitted) when there are none."""
+    return [camel_keys(h.to_dict()) for h in hits] if hits else None
+
+
+def query_response(resp: RetrieveResponse) -> dict[str, Any]:
+    """``{"tier", "hits", "contextHits"?, "queryMs", "trace": {"traceId"}}``."""
+    body: dict[str, Any] = {"tier": resp.tier.value,
+                            "hits": [hit(r.to_dict()) for r in resp.results]}
+    extra = context_hits(resp.context_hits)
+    if extra is not None:
+        body["contextHits"] = extra
+    body["queryMs"] = resp.query_ms
+    body["trace"] = {"traceId": resp.trace_id}
+    return body
+
+
+def context_response(resp: RetrieveResponse) -> dict[str, Any]:
+    """The query body plus ``context`` (the block) and ``tokenEstimate``."""
+    body = query_response(resp)
+    return {"tier": body.pop("tier"), "context": resp.context or "",
+            "tokenEstimate": resp.token_estimate or 0, **body}
+
+
+def trace_body(receipt: Receipt) -> dict[str, Any]:
+    """A trace in camelCase: its records' keys too; ``request`` and ``stages`` as stored."""
+    body = receipt.to_dict()
+    return {
+        "traceId": body["receipt_id"], "createdAt": body["created_at"],
+        "request": body["request"],
+        "kept": [camel_keys(k) for k in body["kept"]],
+        "dropped": [camel_keys(d) for d in body["dropped"]],
+        "searched": None if body["searched"] is None else [camel_keys(s)
+                                                           for s in body["searched"]],
+        "stages": body["stages"],
+    }
