@@ -61,51 +61,94 @@ def _markdowns(at: AppTest) -> list[str]:
     return [m.value for m in at.markdown]
 
 
-def test_per_query_view_shows_kept_dropped_and_block(app, tiny_outputs):
+def test_per_query_view_one_candidate_table(app, tiny_outputs):
     run = tiny_outputs["smoke"]
     _select_run(app, run)
     pq = _per_query(run)
     # a query whose receipt cut by limit as well as by dedup
     with MemoryEngine.open(run / "store") as eng:
         receipts = {rid: eng.get_receipt(rid) for rid in pq["receipt_id"].to_list()}
-    rid, receipt = next((r, rc) for r, rc in receipts.items()
-                        if {"limit", "dedup"} <= {d.reason.value for d in rc.dropped})
+        rid, receipt = next((r, rc) for r, rc in receipts.items()
+                            if {"limit", "dedup"} <= {d.reason.value for d in rc.dropped})
+        content = {m: eng.get_memory(m).content
+                   for m in [k.memory_id for k in receipt.kept]
+                   + [d.memory_id for d in receipt.dropped]}
     app.selectbox(key="receipt_id").set_value(rid).run()
     assert not app.exception
 
     row = pq.filter(pl.col("receipt_id") == rid).row(0, named=True)
     assert app.subheader[0].value == row["text"]
-    kept = app.table[0].value
+    table = _frame(app, "memory_id", "content", "final_rank", "cut")
+    assert list(table.columns[:2]) == ["memory_id", "content"]  # id and content first
+    assert len(table) == len({k.memory_id for k in receipt.kept}
+                             | {d.memory_id for d in receipt.dropped})
+    kept = table[table["final_rank"].notna()]
     assert list(kept["memory_id"]) == [k.memory_id for k in receipt.kept]
-    assert list(kept["rank"]) == [k.rank for k in receipt.kept]
-    assert list(kept["score"]) == pytest.approx([k.score for k in receipt.kept])
-    assert "rank_dense" in kept.columns and "rank_keyword" in kept.columns
-    assert kept["content"].str.len().min() > 0
-    # gold marked on the kept rows that retrieve the query's gold (near-verbatim: top hit)
-    if row["recall@5"] == 1.0:
-        assert kept["gold"].any()
-
+    assert list(kept["final_rank"]) == [k.rank for k in receipt.kept]
+    assert list(kept["final_score"]) == pytest.approx([k.score for k in receipt.kept])
+    for k in receipt.kept:  # the rank each channel gave, from the receipt
+        got = table[table["memory_id"] == k.memory_id].iloc[0]
+        for channel, rank in k.channel_ranks.items():
+            assert got[f"{channel}_rank"] == rank
+    assert all(content[m][:40].split()[0] in c for m, c in zip(table["memory_id"],
+                                                                 table["content"], strict=True))
+    # every drop: its reason, stage, and the score and rank it had when cut
+    dropped = table[table["cut"].notna()].set_index("memory_id")
+    for d in receipt.dropped:
+        got = dropped.loc[d.memory_id]
+        assert (got["cut"], got["stage"]) == (d.reason.value, d.stage)
+        assert got["score_at_cut"] == pytest.approx(d.score)
+        assert got["rank_at_cut"] == d.rank
+        # cut before scoring: a fused score; after: the fast-mode position
+        assert got["cut_scale"] == ("fused" if d.stage in ("dedup", "prefer_observations")
+                                    else "position")
     counts = Counter(d.reason.value for d in receipt.dropped)
     md = _markdowns(app)
-    assert f"#### Kept ({len(receipt.kept)})" in md
-    assert f"#### Dropped ({len(receipt.dropped)})" in md
-    for reason, n in counts.items():
-        assert f"**{reason}** · {n} cut" in md
-    tables = [t.value for t in app.table]
-    drop_tables = tables[1:1 + len(counts)]
-    assert sum(len(t) for t in drop_tables) == len(receipt.dropped)
-    # then the trace: every channel's candidates, the returned ones flagged
-    candidates = tables[1 + len(counts)]
-    assert set(candidates.loc[candidates["returned"], "memory_id"]) == {
-        k.memory_id for k in receipt.kept}
-    limit_table = drop_tables[[r for r in ("dedup", "min_score", "limit", "token_budget")
-                               if r in counts].index("limit")]
-    limit_drops = [d for d in receipt.dropped if d.reason.value == "limit"]
-    assert list(limit_table["rank_at_cut"]) == [d.rank for d in limit_drops]
-    assert list(limit_table["score"]) == pytest.approx([d.score for d in limit_drops])
+    assert (f"#### Candidates ({len(table)}: kept {len(receipt.kept)}, "
+            f"dropped {len(receipt.dropped)})") in md
+    captions = [c.value for c in app.caption]
+    assert any(c.startswith("Dropped: " + " · ".join(f"{r} {n}" for r, n in counts.items()))
+               and "final scores are **position**" in c for c in captions)
+    assert any(c.startswith("Score scales: **position**") and "**fused**" in c
+               for c in captions)
+
+    # gold rows: the gold-only toggle keeps exactly the rows flagged gold
+    gold_ids = set(table.loc[table["gold"].fillna(False).astype(bool), "memory_id"])
+    if row["recall@5"] == 1.0:
+        assert gold_ids
+    app.toggle(key="cand_gold_only").set_value(True).run()
+    only = _frame(app, "memory_id", "final_rank", "cut")
+    assert set(only["memory_id"]) == gold_ids and len(only) == len(gold_ids)
+    app.toggle(key="cand_gold_only").set_value(False).run()
 
     block = app.code[0].value.splitlines()
     assert len(block) == len(receipt.kept) and block[0].startswith("1. ")
+
+
+def test_per_query_drop_targets_link_and_focus(app, tiny_outputs):
+    """A dedup drop points at the memory it collapsed into: the link opens this receipt on it,
+    and the memory panel's button moves the focus there."""
+    run = tiny_outputs["smoke"]
+    _select_run(app, run)
+    pq = _per_query(run)
+    with MemoryEngine.open(run / "store") as eng:
+        receipts = {rid: eng.get_receipt(rid) for rid in pq["receipt_id"].to_list()}
+        rid, drop = next((r, d) for r, rc in receipts.items() for d in rc.dropped
+                         if d.detail and ":" in d.detail and d.reason.value == "dedup")
+        target = drop.detail.split(":", 1)[1]
+        target_text = eng.get_memory(target).content
+    app.selectbox(key="receipt_id").set_value(rid).run()
+    table = _frame(app, "memory_id", "target")
+    link = table.set_index("memory_id").loc[drop.memory_id, "target"]
+    assert link.startswith("?") and f"receipt={rid}" in link and link.endswith(f"focus={target}")
+
+    app.selectbox(key="focus").set_value(drop.memory_id).run()
+    assert not app.exception
+    assert any(m.value.startswith(f"**dropped: dedup at {drop.stage}**")
+               for m in app.markdown)
+    app.button(key="focus_target").click().run()
+    assert app.selectbox(key="focus").value == target
+    assert target_text in [t.value for t in app.text]
 
 
 def test_run_view_metrics_curves_and_worst_queries(app, tiny_outputs):
@@ -195,7 +238,7 @@ def test_playground_runs_live_queries_and_shows_errors(app, tiny_outputs):
         assert "#### Routing: spaces searched" in md and "#### Expansion subjects" in md
         assert "Every eligible space's score:" in md
         assert "- Who owns the pricing table\n- when did the refund flow move" in md
-        searched = _table_with(app, "order", "space_id", "confidence")
+        searched = _frame(app, "order", "space_id", "confidence")
         assert set(searched["space_id"]) <= {"payments", "mobile"}
         app.toggle(key="pg_route").set_value(False)
         app.toggle(key="pg_expand").set_value(False).run()
@@ -270,12 +313,13 @@ def test_store_directory_shows_routing_and_subjects(tiny_outputs, tmp_path, hash
     assert not at.exception
     md = _markdowns(at)
     assert "#### Routing: spaces searched" in md
-    searched = at.table[0].value
+    searched = _frame(at, "order", "space_id", "confidence")
     assert list(searched["space_id"]) == ["payments", "mobile"]
     assert list(searched["confidence"]) == pytest.approx([0.91, 0.12])
     assert list(searched["reason"])[1] == "search_failed"
     assert "- who owns pricing\n- what moved" in md
-    assert f"#### Kept ({len(base.kept)})" in md
+    assert f"#### Candidates ({len(base.kept) + len(base.dropped)}: kept {len(base.kept)}, " \
+        f"dropped {len(base.dropped)})" in md
 
 
 def test_deep_link_opens_a_receipt(tiny_outputs, monkeypatch):
