@@ -7,6 +7,7 @@ so each test checks what the page shows against the data it claims to show.
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections import Counter
 from pathlib import Path
 
@@ -14,6 +15,7 @@ import polars as pl
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from experiments.compare import compare, load_run
 from experiments.stats import paired_test
 from memory_core import MemoryEngine
 from memory_core.types import SearchedEntry, frozen_map
@@ -158,15 +160,40 @@ def test_run_view_metrics_curves_and_worst_queries(app, tiny_outputs):
     assert not app.exception
     pq = _per_query(run)
 
+    metrics = json.loads((run / "metrics.json").read_text())
+    # what was run: the dataset files' sha256 from metrics.json
+    identity = _frame(app, "what", "value").set_index("what")["value"]
+    for name, sha in metrics["dataset"]["sha256"].items():
+        assert identity[f"dataset.sha256.{name}"] == sha
+    # metrics with their 95% CIs, as metrics.json has them
     metrics_table = _frame(app, "mode", "view", "kind", "n", "recall@1")
     assert set(metrics_table["kind"]) == {"all", *pq["kind"].unique().to_list()}
-    curves = _frame(app, "k", "mean")
+    cell = metrics["metrics"]["fast"]["raw_turns"]["all"]["recall@1"]
+    shown = metrics_table[(metrics_table["view"] == "raw_turns")
+                          & (metrics_table["kind"] == "all")]["recall@1"].iloc[0]
+    assert shown == f"{cell['mean']:.3f} [{cell['ci_low']:.3f}, {cell['ci_high']:.3f}]"
+    curves = _frame(app, "k", "mean", "ci_low", "ci_high", "n_clusters")
     # every k up to the limit (per-query recall_curve) or the scored cut-offs
     assert {1, 3, 5} <= set(curves["k"]) <= {1, 2, 3, 4, 5}
+    raw = pq.filter(pl.col("view") == "raw_turns")
     for k in (1, 3, 5):  # the curve agrees with the run's scored recall@k columns
-        expected = pq.filter(pl.col("view") == "raw_turns")[f"recall@{k}"].mean()
-        got = curves[(curves["view"] == "raw_turns") & (curves["k"] == k)]["mean"].iloc[0]
-        assert got == pytest.approx(expected)
+        got = curves[(curves["view"] == "raw_turns") & (curves["k"] == k)].iloc[0]
+        assert got["mean"] == pytest.approx(raw[f"recall@{k}"].mean())
+        assert got["ci_low"] <= got["mean"] <= got["ci_high"]
+        assert got["n_clusters"] == raw["conversation"].n_unique()
+
+    # breakdown per category / question type: the per-group means of the per-query rows
+    app.selectbox(key="bd_metric").set_value("recall@3")
+    app.selectbox(key="bd_by").set_value("kind").run()
+    bd = _frame(app, "kind", "mean", "ci_low", "ci_high", "n")
+    expected = raw.group_by("kind").agg(pl.col("recall@3").mean(), pl.len())
+    for kind, mean, n in expected.iter_rows():
+        got = bd[(bd["view"] == "raw_turns") & (bd["kind"] == kind)].iloc[0]
+        assert (got["mean"], got["n"]) == (pytest.approx(mean), n)
+    # histograms: density by default, log counts on request
+    assert app.radio(key="hist_scale").value == "density"
+    app.radio(key="hist_scale").set_value("log count").run()
+    assert not app.exception
 
     app.selectbox(key="worst_metric").set_value("recall@1").run()
     worst = _frame(app, "open", "receipt_id")
@@ -199,25 +226,46 @@ def test_playground_runs_live_queries_and_shows_errors(app, tiny_outputs):
     assert not app.exception
     with MemoryEngine.open(run / "store") as eng:
         modes = sorted(m.value for m in eng.available_modes)
+        spaces = {s.space_id: s.description for s in eng.list_spaces()}
     assert app.selectbox(key="pg_mode").options == modes
+    # every space with its description; none is chosen for the user
+    listed = _frame(app, "space_id", "description", "memories")
+    assert dict(zip(listed["space_id"], listed["description"], strict=True)) == spaces
+    assert app.selectbox(key="pg_space").value is None
+    app.text_input(key="pg_query").input("Who owns the pricing table?").run()
+    assert any("Choose a space" in i.value for i in app.info) and not app.dataframe[1:]
 
     app.selectbox(key="pg_space").set_value("payments")
-    app.slider(key="pg_limit").set_value(3)
-    app.text_input(key="pg_query").input("Who owns the pricing table?").run()
+    app.slider(key="pg_limit").set_value(3).run()
     assert not app.exception and not app.error
-    results = _frame(app, "rank", "content")
+    results = _frame(app, "rank", "score", "content")
+    assert list(results.columns[:3]) == ["rank", "score", "content"]  # content up front
     assert 0 < len(results) <= 3
     assert "pricing table" in results["content"].iloc[0]
+    assert any(c.value.startswith("score = **position**") for c in app.caption)  # fast mode
     md = _markdowns(app)
-    assert f"#### Kept ({len(results)})" in md  # the live receipt is shown
-    assert any(m.startswith("**limit**") for m in md)
+    assert any(m.startswith(f"#### Candidates (") and f"kept {len(results)}," in m
+               for m in md)  # the live receipt is shown
+    assert any(c.value.startswith("Dropped: ") and "limit" in c.value for c in app.caption)
 
+    # min_score is bounded to the scores' range [0, 1]
+    assert (app.number_input(key="pg_min").min, app.number_input(key="pg_min").max) == (0.0, 1.0)
     # a min_score floor: every cut below it is a min_score drop in the receipt
     app.toggle(key="pg_use_min").set_value(True).run()
     app.number_input(key="pg_min").set_value(0.7).run()
     results = _frame(app, "rank", "content")
     assert (results["score"] >= 0.7).all()
-    assert any(m.startswith("**min_score**") for m in _markdowns(app))
+    assert any(c.value.startswith("Dropped: ") and "min_score" in c.value for c in app.caption)
+
+    # fast vs accurate side by side: offered only when the engine has both modes
+    both = {"fast", "accurate"} <= set(modes)
+    assert app.toggle(key="pg_side").disabled == (not both)
+    if both:
+        app.toggle(key="pg_side").set_value(True).run()
+        assert not app.exception
+        fast, accurate = _frame(app, "rank", "content"), app.dataframe[-1].value
+        assert len(fast) <= 3 and len(accurate) <= 3
+        app.toggle(key="pg_side").set_value(False).run()
 
     # unsupported toggles are disabled with the engine's reason, and never sent
     from experiments import readers
@@ -247,7 +295,7 @@ def test_playground_runs_live_queries_and_shows_errors(app, tiny_outputs):
     app.text_input(key="pg_query").input("   ").run()
     assert not app.exception
     assert "validation_error" in app.error[0].value and "empty_query" in app.error[0].value
-    assert not app.dataframe
+    assert not [d for d in app.dataframe if "rank" in d.value.columns]  # no results shown
 
     # the playground's receipts are kept in the store: the per-query view lists them
     app.radio(key="view").set_value("Per-query").run()
@@ -257,31 +305,57 @@ def test_playground_runs_live_queries_and_shows_errors(app, tiny_outputs):
                for o in app.selectbox(key="receipt_id").options)
 
 
-def test_compare_view_matches_paired_test(app, tiny_outputs):
+def test_compare_view_matches_experiments_compare(app, tiny_outputs):
     app.radio(key="view").set_value("Compare").run()
-    a, b = tiny_outputs["smoke"], tiny_outputs["keyword_only"]
-    app.selectbox(key="cmp_run_A").set_value(str(a))
-    app.selectbox(key="cmp_run_B").set_value(str(b)).run()
-    app.selectbox(key="cmp_view_A").set_value("with_observations")
-    app.selectbox(key="cmp_view_B").set_value("with_observations")
-    app.selectbox(key="cmp_metric").set_value("recall@1").run()
     assert not app.exception
+    a, b = tiny_outputs["keyword_only"], tiny_outputs["smoke"]
+    # by default B is another run than A (the newest other one)
+    assert app.selectbox(key="cmp_run_A").value == str(a)
+    assert app.selectbox(key="cmp_run_B").value == str(b)
+    app.selectbox(key="cmp_view").set_value("with_observations")
+    app.multiselect(key="cmp_metrics").set_value(["recall@1", "recall@5", "mrr"]).run()
+    assert not app.exception
+
+    # every (group, metric) row is what experiments.compare computes on the same runs
+    rows, _ = compare(load_run(a), load_run(b), metrics=["recall@1", "recall@5", "mrr"],
+                      mode_a="fast", mode_b="fast", views=["with_observations"],
+                      intersect=True, n_resamples=2000, seed=0)
+    shown = _frame(app, "group", "metric", "n_clusters", "p_value", "p_holm")
+    assert len(shown) == len(rows)
+    for r, (_, got) in zip(rows, shown.iterrows(), strict=True):
+        assert (got["group"], got["metric"], got["n"], got["n_clusters"]) == (
+            r.group, r.metric, r.n, r.n_clusters)
+        assert got["delta"] == pytest.approx(r.delta)
+        assert (got["ci_low"], got["ci_high"]) == (pytest.approx(r.ci_low),
+                                                   pytest.approx(r.ci_high))
+        assert (got["p_value"], got["p_holm"]) == (pytest.approx(r.p_value),
+                                                   pytest.approx(r.p_holm))
+        assert (got["wins"], got["losses"], got["ties"]) == (r.wins, r.losses, r.ties)
+        excludes = r.ci_low > 0 or r.ci_high < 0
+        assert isinstance(got["disagreement"], str) == (excludes != (r.p_value < 0.05))
+    # the clustering is stated: method and clusters per row
+    n_clusters = {r.n_clusters for r in rows}
+    assert any("randomization test" in c.value and "clusters" in c.value
+               and str(min(n_clusters)) in c.value for c in app.caption)
+
+    # per-query deltas of the chosen metric: the paired test on the same selections
+    app.selectbox(key="cmp_metric").set_value("recall@1").run()
 
     def scores(run):
         df = _per_query(run).filter(pl.col("view") == "with_observations")
-        return dict(zip(df["query_id"], df["recall@1"], strict=True)), \
-            dict(zip(df["query_id"], df["conversation"], strict=True))
+        return dict(zip(df["query_id"], df["recall@1"], strict=True))
 
-    sa, clusters = scores(a)
-    sb, _ = scores(b)
-    expected = paired_test(sa, sb, clusters=clusters, n_resamples=2000, seed=0)
-    shown = {m.label: m.value for m in app.metric}
-    assert shown["wins / losses / ties"] == f"{expected.wins} / {expected.losses} / {expected.ties}"
-    assert shown["A − B"] == f"{expected.delta:+.3f}"
-    assert shown["p (paired randomization)"] == f"{expected.p_value:.4f}"
+    expected = paired_test(scores(a), scores(b), n_resamples=200, seed=0)
     table = _frame(app, "outcome", "delta")
     assert len(table) == expected.wins + expected.losses
     assert set(table["outcome"]) <= {"win", "loss"}
+    app.toggle(key="cmp_ties").set_value(True).run()
+    assert len(_frame(app, "outcome", "delta")) == expected.n
+
+    # the same selection on both sides is refused, not compared with itself
+    app.selectbox(key="cmp_run_B").set_value(str(a)).run()
+    assert app.selectbox(key="cmp_mode_B").value == "fast"
+    assert any("same selection" in w.value for w in app.warning)
 
 
 def test_store_directory_shows_routing_and_subjects(tiny_outputs, tmp_path, hash_embedder,
