@@ -293,6 +293,7 @@ SCALE_HELP = {
     ScoreScale.CHANNEL: "raw score in that channel",
 }
 GOLD_ROW = "background-color: rgba(46, 160, 67, 0.20)"
+RANK_W = 92  # px: a numeric column with its two-word header readable
 
 
 def _focus_link(link_base: dict[str, str] | None, receipt_id: str, target: str | None
@@ -326,35 +327,39 @@ def candidate_section(engine: MemoryEngine, view: readers.ReceiptView, link_base
     shown = frame.drop([c for c in frame.columns if frame[c].null_count() == frame.height
                         and c not in ("memory_id", "content", "final_rank", "cut")])
     pdf = shown.to_pandas()
+    # The Styler sets what the grid displays: ranks as integers, scores to 4 places, blanks
+    # for "not in that list", and the gold rows' background.
+    ranks = [c for c in pdf.columns if c.endswith("_rank")]
+    scores = [c for c in pdf.columns if c in table.scales or c == "score_at_cut"
+              or c.startswith("f_")]
+    styled = pdf.style.format({**{c: "{:.0f}" for c in ranks}, **{c: "{:.4f}" for c in scores}},
+                              na_rep="")
     if has_gold and "gold" in pdf.columns:
         marks = pdf["gold"].fillna(False).astype(bool).tolist()
-        styled: Any = pdf.style.apply(
-            lambda r: [GOLD_ROW if marks[r.name] else ""] * len(r), axis=1)
-    else:
-        styled = pdf
+        styled = styled.apply(lambda r: [GOLD_ROW if marks[r.name] else ""] * len(r), axis=1)
     config: dict[str, Any] = {
-        "memory_id": st.column_config.TextColumn("memory_id", pinned=True, width="small"),
+        "memory_id": st.column_config.TextColumn("memory_id", pinned=True, width=RANK_W + 10),
         "content": st.column_config.TextColumn("content", width="large"),
-        "gold": st.column_config.CheckboxColumn("gold", width="small"),
-        "fused_rank": st.column_config.NumberColumn("fused rank", width="small"),
-        "final_rank": st.column_config.NumberColumn("final rank", width="small"),
+        "gold": st.column_config.CheckboxColumn("gold", width=50),
+        "fused_rank": st.column_config.NumberColumn("fused rank", width=RANK_W),
+        "final_rank": st.column_config.NumberColumn("final rank", width=RANK_W),
         "target": st.column_config.LinkColumn(
             "target", display_text=r"focus=(.*)$", width="small",
             help="What this drop points at (the observation that replaced it, the duplicate "
                  "kept): opens this receipt focused on it.") if link_base is not None
         else st.column_config.TextColumn("target", width="small"),
-        "rank_at_cut": st.column_config.NumberColumn("rank at cut", width="small"),
-        "cut_scale": st.column_config.TextColumn("scale at cut", width="small"),
+        "rank_at_cut": st.column_config.NumberColumn("rank at cut", width=RANK_W),
+        "cut_scale": st.column_config.TextColumn("scale at cut", width=RANK_W + 10),
     }
     for col, scale in table.scales.items():
         unit = CHANNEL_UNITS.get(col.removesuffix("_score"), "") if scale is ScoreScale.CHANNEL \
             else ""
         label = col.replace("_", " ")
         config[col] = st.column_config.NumberColumn(
-            label, format="%.4f", width="small",
+            label, format="%.4f", width=RANK_W + 10,
             help=f"{SCALE_HELP[scale]}{f' ({unit})' if unit else ''}")
     for c in table.channels:
-        config[f"{c}_rank"] = st.column_config.NumberColumn(f"{c} rank", width="small")
+        config[f"{c}_rank"] = st.column_config.NumberColumn(f"{c} rank", width=RANK_W)
     config["score_at_cut"] = st.column_config.NumberColumn(
         "score at cut", format="%.4f", width="small",
         help="The score the memory had when it was cut, on the scale in 'scale at cut': fused "
@@ -367,7 +372,7 @@ def candidate_section(engine: MemoryEngine, view: readers.ReceiptView, link_base
     scales = sorted({table.scales[c] for c in table.scales if c in shown.columns},
                     key=list(ScoreScale).index)
     st.caption("Score scales: " + " · ".join(f"**{s.value}**: {SCALE_HELP[s]}" for s in scales)
-               + ". Blank = not in that list (or past the trace).")
+               + ". None = not in that list (or past the trace).")
     for note in table.notes:
         st.caption(note)
     focus_panel(engine, view, link_base)
@@ -822,7 +827,8 @@ def view_compare(runs: list[readers.RunInfo]) -> None:
                "step-down adjustment over every row below (one family).")
     shown = frame.select(
         "group", "metric", "n", "n_clusters", "mean_a", "mean_b", "delta", "ci_low", "ci_high",
-        "p_value", "p_holm", "wins", "losses", "ties", "disagreement")
+        "p_value", "p_holm", "wins", "losses", "ties",
+        pl.col("disagreement").fill_null("agree"))
     st.dataframe(shown, hide_index=True, key="cmp_rows", column_config={
         **{c: st.column_config.NumberColumn(format="%.3f") for c in
            ("mean_a", "mean_b", "delta", "ci_low", "ci_high")},
