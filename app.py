@@ -294,6 +294,7 @@ SCALE_HELP = {
 }
 GOLD_ROW = "background-color: rgba(46, 160, 67, 0.20)"
 RANK_W = 92  # px: a numeric column with its two-word header readable
+ROW_PX, TABLE_ROWS = 35, 12  # the candidate grid shows 12 rows, then scrolls
 
 
 def _focus_link(link_base: dict[str, str] | None, receipt_id: str, target: str | None
@@ -304,7 +305,8 @@ def _focus_link(link_base: dict[str, str] | None, receipt_id: str, target: str |
                             "focus": target})
 
 
-def candidate_section(engine: MemoryEngine, view: readers.ReceiptView, link_base: dict[str, str] | None) -> None:
+def candidate_section(engine: MemoryEngine, view: readers.ReceiptView,
+                      link_base: dict[str, str] | None) -> None:
     """The receipt's one candidate table (interactive), its score scales, the memory panel."""
     table = view.table
     assert table is not None
@@ -367,7 +369,8 @@ def candidate_section(engine: MemoryEngine, view: readers.ReceiptView, link_base
     for f in table.features:
         config[f"f_{f}"] = st.column_config.NumberColumn(
             f, format="%.3f", width="small", help="learned scorer feature (blank = missing)")
-    st.dataframe(styled, hide_index=True, key="cand_table", height=min(38 * 12, 38 * (len(pdf) + 1)),
+    st.dataframe(styled, hide_index=True, key="cand_table",
+                 height=ROW_PX * (min(len(pdf), TABLE_ROWS) + 1) + 3,
                  column_config={k: v for k, v in config.items() if k in pdf.columns})
     scales = sorted({table.scales[c] for c in table.scales if c in shown.columns},
                     key=list(ScoreScale).index)
@@ -378,7 +381,8 @@ def candidate_section(engine: MemoryEngine, view: readers.ReceiptView, link_base
     focus_panel(engine, view, link_base)
 
 
-def focus_panel(engine: MemoryEngine, view: readers.ReceiptView, link_base: dict[str, str] | None) -> None:
+def focus_panel(engine: MemoryEngine, view: readers.ReceiptView,
+                link_base: dict[str, str] | None) -> None:
     """One memory of the table in full: where it went at each stage, and its drop target."""
     table = view.table
     assert table is not None

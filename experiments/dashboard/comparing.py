@@ -81,8 +81,9 @@ def clustering_note(frame: pl.DataFrame, n_resamples: int = N_RESAMPLES) -> str:
         >>> clustering_note(pl.DataFrame({"n": [40, 12], "n_clusters": [10, 4]})).split(": ")[-1]
         '4–10 clusters for 12–40 queries per row.'
     """
-    lo, hi = int(frame["n_clusters"].min()), int(frame["n_clusters"].max())  # type: ignore[arg-type]
-    qlo, qhi = int(frame["n"].min()), int(frame["n"].max())  # type: ignore[arg-type]
+    clusters_, queries_ = frame["n_clusters"].to_list(), frame["n"].to_list()
+    lo, hi = min(clusters_), max(clusters_)
+    qlo, qhi = min(queries_), max(queries_)
     clusters = f"{lo}" if lo == hi else f"{lo}–{hi}"
     queries = f"{qlo}" if qlo == qhi else f"{qlo}–{qhi}"
     return (f"Paired {METHOD.value} test (sign flips of whole conversations) and bootstrap CI "

@@ -125,6 +125,11 @@ def test_per_query_view_one_candidate_table(app, tiny_outputs):
 
     block = app.code[0].value.splitlines()
     assert len(block) == len(receipt.kept) and block[0].startswith("1. ")
+    # the raw stages record only on request (it is large on real runs)
+    n_json = len(app.json)
+    app.toggle(key="show_stages").set_value(True).run()
+    assert len(app.json) == n_json + 1
+    assert set(json.loads(app.json[-1].value)) == set(receipt.stages)
 
 
 def test_per_query_drop_targets_link_and_focus(app, tiny_outputs):
