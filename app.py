@@ -1,17 +1,21 @@
-"""Receipts dashboard: ``make app`` (``streamlit run app.py``).
+"""Receipts dashboard: ``make app`` (``streamlit run app.py``; settings in .streamlit/).
 
 Pick an experiment run (from an outputs directory) or a store directory, then:
 
-- **Per-query**: one receipt: the request, kept results (rank, score, channel ranks, type, tags,
-  times), dropped results grouped by reason with the score and rank they had when cut, routing
-  ``searched`` entries and expansion subjects when present, and the rendered block.
-- **Run**: the metrics table, recall@k curves, score histograms (gold vs non-gold per mode),
-  the worst queries with a link to their receipt; filters by kind and category.
-- **Playground**: a live query against the store, with the engine's receipt.
-- **Compare**: two runs (or modes/views) per query: wins, losses, and a paired test.
+- **Per-query**: one receipt as one interactive candidate table: memory id and content, each
+  channel's rank and raw score, fused, rerank (and learned-scorer features), the final rank or
+  the cut with the score it had and that score's scale; gold rows highlighted, a gold-only
+  filter, drop targets linked (``&focus=``) and a memory panel; routing and expansion records.
+- **Run**: what was run (dataset sha256, models, config), metrics with 95% CIs, recall@k with
+  CI bands, per-category breakdowns, gold vs non-gold histograms, the worst queries.
+- **Playground**: a live query (a chosen space or ``route="auto"``), fast vs accurate side by
+  side, with the engine's receipt or its refusal.
+- **Compare**: two runs, several metrics and groups (``experiments.compare``), the clustering
+  stated, CI vs p-value disagreements flagged, per-group and per-query deltas.
 
-The app only lays things out: it reads through :mod:`experiments.readers` and queries through
-:class:`memory_core.MemoryEngine`. Deep links: ``?view=query&run=<run dir>&receipt=<id>``.
+The app only lays things out: it reads through :mod:`experiments.readers` and
+:mod:`experiments.dashboard` and queries through :class:`memory_core.MemoryEngine`. Deep
+links: ``?view=query&run=<run dir>&receipt=<id>&focus=<memory id>``.
 """
 
 from __future__ import annotations

@@ -401,6 +401,53 @@ def test_store_directory_shows_routing_and_subjects(tiny_outputs, tmp_path, hash
         f"dropped {len(base.dropped)})" in md
 
 
+def test_learned_scorer_receipt_shows_features_and_calibrated_scale(tmp_path, hash_embedder,
+                                                                   monkeypatch):
+    """A receipt in the learned scorer's shape (``stages["rerank"]`` with ``scorer: stacked``,
+    feature names and per-candidate rows) shows its rerank rank and score, one column per
+    feature (blank where missing) and says the scores are calibrated probabilities."""
+    store = tmp_path / "store"
+    with MemoryEngine.open(store, embedder=hash_embedder) as eng:
+        eng.create_space("payments", description="Payments team")
+        ids = [eng.write("payments", t) for t in ("Priya owns the pricing table.",
+                                                   "The payments team moved to Stripe.",
+                                                   "Bob cut failed charges by 24 percent.")]
+        resp = eng.retrieve(query="Who owns pricing?", space_id="payments", limit=2,
+                            receipt=True)
+        base = eng.get_receipt(resp.receipt_id)
+        order = [k.memory_id for k in base.kept]
+        names = ["dense_cos", "bm25", "ce_logit"]
+        values = {order[0]: [0.71, 4.2, 2.5], order[1]: [0.33, None, -1.0]}
+        scores = {order[0]: 0.93, order[1]: 0.08}
+        kept = tuple(dataclasses.replace(k, score=scores[k.memory_id]) for k in base.kept)
+        stacked = dataclasses.replace(
+            base, receipt_id="rcpt_stacked", kept=kept,
+            stages=frozen_map({**base.stages, "rerank": {
+                "status": "ok", "scorer": "stacked", "model": "stacked-test", "pool": 3,
+                "scored": 2, "ms": 0.4, "features": names,
+                "rows": [{"memory_id": m, "score": scores[m], "fused_rank": i,
+                          "features": values[m]} for i, m in enumerate(order, start=1)]}}))
+        eng.store.save_receipt(stacked)
+    assert len(ids) == 3
+    monkeypatch.setenv("MEMORY_CORE_OUTPUTS", str(tmp_path / "no-outputs"))
+    at = AppTest.from_file(str(APP), default_timeout=120)
+    at.run()
+    at.radio(key="source").set_value("Store directory").run()
+    at.text_input(key="store_dir").input(str(store)).run()
+    at.selectbox(key="receipt_id").set_value("rcpt_stacked").run()
+    assert not at.exception
+    table = _frame(at, "memory_id", "rerank_rank", "rerank_score", "f_dense_cos")
+    kept = table[table["final_rank"].notna()].set_index("memory_id")
+    for i, m in enumerate(order, start=1):
+        assert kept.loc[m, "rerank_rank"] == i
+        assert kept.loc[m, "rerank_score"] == pytest.approx(scores[m])
+        for name, v in zip(names, values[m], strict=True):
+            got = kept.loc[m, f"f_{name}"]
+            assert (got != got) if v is None else got == pytest.approx(v)  # NaN = missing
+    assert any("final scores are **calibrated probability** (stacked)" in c.value
+               for c in at.caption)
+
+
 def test_deep_link_opens_a_receipt(tiny_outputs, monkeypatch):
     run = tiny_outputs["smoke"]
     rid = _per_query(run)["receipt_id"][3]
