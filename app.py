@@ -134,6 +134,7 @@ def seed_from_query_params() -> None:
         st.session_state["store_dir"] = params["store"]
     if params.get("receipt"):
         st.session_state["receipt_id"] = params["receipt"]
+        st.session_state["_follow_receipt"] = True
     if params.get("focus"):
         st.session_state["focus"] = params["focus"]
 
@@ -191,31 +192,31 @@ def view_query(run: Path | None, engine: MemoryEngine | None) -> None:
     if engine is None:
         st.info("Pick a run with a store, or a store directory, in the sidebar.")
         return
-    gold: dict[str, list[str]] = {}
-    row_of: dict[str, dict[str, Any]] = {}
     labels: dict[str, str] = {}
     pq = per_query_of(run) if run is not None else None
     run_rows = pq is not None and readers.is_retrieval_rows(pq) and "receipt_id" in pq.columns
     every = run_rows and st.toggle("Every receipt in the store (playground ones too)",
                                    key="all_receipts")
+    in_run: set[str] = set()
     if run_rows and not every:
-        assert pq is not None
-        for r in pq.filter(pl.col("receipt_id").is_not_null()).iter_rows(named=True):
-            rid = r["receipt_id"]
-            text = (r.get("text") or "")[:70]
-            labels[rid] = f"{r['query_id']} · {r['mode']}/{r['view']} · {text}"
-            gold[rid] = list(r.get("gold_keys") or [])
-            row_of[rid] = r
+        assert run is not None
+        index, missed_at = receipt_index_of(run)
+        pick_receipts(index, missed_at)
+        in_run = set(index["receipt_id"].to_list())
+        for rid, label in _filtered(index, missed_at).iter_rows():
+            labels[rid] = label
     else:
         table = readers.receipts_table(engine)
         for r in table.iter_rows(named=True):
             query = (r["query"] or "")[:70]
             labels[r["receipt_id"]] = f"{r['created_at']} · {r['target']} · {query}"
     wanted = st.session_state.get("receipt_id")
-    if wanted and wanted not in labels and engine.store.get_receipt(wanted) is not None:
+    if wanted and wanted not in labels and wanted not in in_run \
+            and engine.store.get_receipt(wanted) is not None:
         labels[wanted] = f"{wanted} (linked)"  # older than the newest receipts listed
     if not labels:
-        st.info("This store holds no receipts (retrieve with receipt=True to keep one).")
+        st.info("No query matches these filters." if in_run else
+                "This store holds no receipts (retrieve with receipt=True to keep one).")
         return
     if wanted not in labels:
         st.session_state["receipt_id"] = next(iter(labels))
@@ -223,8 +224,72 @@ def view_query(run: Path | None, engine: MemoryEngine | None) -> None:
                        format_func=lambda r: labels[r])
     link_base = {"run": str(run)} if run is not None else {
         "store": st.session_state.get("store_dir") or str(Path(engine.store.path).parent)}
-    render_receipt(engine, rid, gold.get(rid) if rid in gold else None, row_of.get(rid),
-                   link_base)
+    row = None
+    if run_rows and not every:
+        assert pq is not None
+        hit = pq.filter(pl.col("receipt_id") == rid)
+        row = hit.row(0, named=True) if hit.height else None
+    gold = list(row.get("gold_keys") or []) if row is not None else None
+    render_receipt(engine, rid, gold, row, link_base)
+
+
+ALL_SERIES = "all modes and views"
+
+
+@st.cache_data(show_spinner=False)
+def _receipt_index(run_dir: str, stamp: float) -> tuple[pl.DataFrame, str | None]:
+    """The run's receipts as (receipt_id, label, series, missed) and the metric ``missed``
+    refers to (the run's largest recall@k: gold not fully found at k)."""
+    pq = per_query_of(Path(run_dir))
+    assert pq is not None
+    rows = pq.filter(pl.col("receipt_id").is_not_null())
+    recalls = sorted((int(n.split("@")[1]), n) for n in readers.metric_names(None, rows)
+                     if n.startswith("recall@"))
+    metric = recalls[-1][1] if recalls else None
+    text = pl.col("text").fill_null("").str.slice(0, 70) if "text" in rows.columns \
+        else pl.lit("")
+    series = pl.concat_str([pl.col("mode"), pl.col("view")], separator="/")
+    index = rows.select(
+        "receipt_id",
+        pl.concat_str([pl.col("query_id"), series, text], separator=" · ").alias("label"),
+        series.alias("series"),
+        (pl.col(metric) < 1.0).fill_null(False).alias("missed") if metric
+        else pl.lit(False).alias("missed"))
+    return index, metric
+
+
+def receipt_index_of(run: Path) -> tuple[pl.DataFrame, str | None]:
+    return _receipt_index(str(run), _mtime(run / readers.PER_QUERY_FILE))
+
+
+def pick_receipts(index: pl.DataFrame, missed_at: str | None) -> None:
+    """The receipt list's filters: one mode/view, and only the queries that missed gold. A
+    receipt opened by link or button moves the filters to where it is."""
+    series = [ALL_SERIES, *sorted(index["series"].unique().to_list())]
+    if st.session_state.get("q_series") not in series:
+        st.session_state["q_series"] = series[1] if len(series) > 1 else ALL_SERIES
+    if st.session_state.pop("_follow_receipt", False):
+        hit = index.filter(pl.col("receipt_id") == st.session_state.get("receipt_id"))
+        if hit.height:
+            if st.session_state["q_series"] not in (ALL_SERIES, hit["series"][0]):
+                st.session_state["q_series"] = hit["series"][0]
+            if not hit["missed"][0]:
+                st.session_state["q_missed"] = False
+    c1, c2 = st.columns([2, 3])
+    c1.selectbox("Mode / view", series, key="q_series")
+    c2.toggle(f"only queries that missed gold ({missed_at} < 1)" if missed_at
+              else "only queries that missed gold", key="q_missed",
+              disabled=missed_at is None,
+              help="Walk the failures: each receipt says where its gold was cut.")
+
+
+def _filtered(index: pl.DataFrame, missed_at: str | None) -> pl.DataFrame:
+    out = index
+    if st.session_state.get("q_series", ALL_SERIES) != ALL_SERIES:
+        out = out.filter(pl.col("series") == st.session_state["q_series"])
+    if missed_at and st.session_state.get("q_missed"):
+        out = out.filter(pl.col("missed"))
+    return out.select("receipt_id", "label")
 
 
 def render_receipt(engine: MemoryEngine, receipt_id: str, gold_keys: list[str] | None,
@@ -589,6 +654,7 @@ def _open_receipt(run: str, receipt_id: str) -> None:
     st.session_state["source"] = SOURCES[0]
     st.session_state["run"] = run
     st.session_state["receipt_id"] = receipt_id
+    st.session_state["_follow_receipt"] = True
 
 
 def score_histograms(scores: pl.DataFrame, scale: str = HIST_SCALES[0]):

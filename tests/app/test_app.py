@@ -75,6 +75,7 @@ def test_per_query_view_one_candidate_table(app, tiny_outputs):
         content = {m: eng.get_memory(m).content
                    for m in [k.memory_id for k in receipt.kept]
                    + [d.memory_id for d in receipt.dropped]}
+    app.selectbox(key="q_series").set_value("all modes and views").run()
     app.selectbox(key="receipt_id").set_value(rid).run()
     assert not app.exception
 
@@ -132,6 +133,30 @@ def test_per_query_view_one_candidate_table(app, tiny_outputs):
     assert set(json.loads(app.json[-1].value)) == set(receipt.stages)
 
 
+def test_per_query_receipt_filters(app, tiny_outputs):
+    """The receipt list narrows to one mode/view, and to the queries that missed gold at the
+    run's largest recall@k."""
+    run = tiny_outputs["smoke"]
+    _select_run(app, run)
+    pq = _per_query(run)
+    assert app.selectbox(key="q_series").value == "fast/raw_turns"  # the first, not all
+    app.selectbox(key="q_series").set_value("fast/with_observations").run()
+    part = pq.filter(pl.col("view") == "with_observations")
+    ids = app.selectbox(key="receipt_id").options
+    assert len(ids) == part.height
+    assert all(" · fast/with_observations · " in o for o in ids)
+    app.toggle(key="q_missed").set_value(True).run()
+    assert app.toggle(key="q_missed").label == "only queries that missed gold (recall@5 < 1)"
+    missed = part.filter(pl.col("recall@5") < 1.0)
+    if missed.height:
+        assert set(app.selectbox(key="receipt_id").options) <= {
+            o for o in ids if any(q in o for q in missed["query_id"])}
+        assert len(app.selectbox(key="receipt_id").options) == missed.height
+    else:
+        assert any("No query matches" in i.value for i in app.info)
+
+
+
 def test_per_query_drop_targets_link_and_focus(app, tiny_outputs):
     """A dedup drop points at the memory it collapsed into: the link opens this receipt on it,
     and the memory panel's button moves the focus there."""
@@ -144,6 +169,7 @@ def test_per_query_drop_targets_link_and_focus(app, tiny_outputs):
                          if d.detail and ":" in d.detail and d.reason.value == "dedup")
         target = drop.detail.split(":", 1)[1]
         target_text = eng.get_memory(target).content
+    app.selectbox(key="q_series").set_value("all modes and views").run()
     app.selectbox(key="receipt_id").set_value(rid).run()
     table = _frame(app, "memory_id", "target")
     link = table.set_index("memory_id").loc[drop.memory_id, "target"]
@@ -304,6 +330,7 @@ def test_playground_runs_live_queries_and_shows_errors(app, tiny_outputs):
 
     # the playground's receipts are kept in the store: the per-query view lists them
     app.radio(key="view").set_value("Per-query").run()
+    app.selectbox(key="q_series").set_value("all modes and views").run()
     assert len(app.selectbox(key="receipt_id").options) == _per_query(run).height
     app.toggle(key="all_receipts").set_value(True).run()
     assert any(o.endswith("· payments · Who owns the pricing table?")
@@ -449,8 +476,10 @@ def test_learned_scorer_receipt_shows_features_and_calibrated_scale(tmp_path, ha
 
 
 def test_deep_link_opens_a_receipt(tiny_outputs, monkeypatch):
+    """A linked receipt opens in its own mode/view (not the list's default one)."""
     run = tiny_outputs["smoke"]
-    rid = _per_query(run)["receipt_id"][3]
+    pq = _per_query(run)
+    rid = pq.filter(pl.col("view") == "with_observations")["receipt_id"][3]
     monkeypatch.setenv("MEMORY_CORE_OUTPUTS", str(tiny_outputs["outputs"]))
     at = AppTest.from_file(str(APP), default_timeout=120)
     at.query_params["view"] = "query"
@@ -460,3 +489,4 @@ def test_deep_link_opens_a_receipt(tiny_outputs, monkeypatch):
     assert not at.exception
     assert at.selectbox(key="run").value == str(run)
     assert at.selectbox(key="receipt_id").value == rid
+    assert at.selectbox(key="q_series").value == "fast/with_observations"
