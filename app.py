@@ -447,11 +447,10 @@ def candidate_section(engine: MemoryEngine, view: readers.ReceiptView,
                + ". None = not in that list (or past the trace).")
     for note in table.notes:
         st.caption(note)
-    focus_panel(engine, view, link_base)
+    focus_panel(engine, view)
 
 
-def focus_panel(engine: MemoryEngine, view: readers.ReceiptView,
-                link_base: dict[str, str] | None) -> None:
+def focus_panel(engine: MemoryEngine, view: readers.ReceiptView) -> None:
     """One memory of the table in full: where it went at each stage, and its drop target."""
     table = view.table
     assert table is not None
