@@ -475,6 +475,62 @@ def test_learned_scorer_receipt_shows_features_and_calibrated_scale(tmp_path, ha
                for c in at.caption)
 
 
+class _LengthReranker:
+    """A stand-in cross-encoder (no model): longer memories score higher, in (0, 1)."""
+
+    def __init__(self, spec=None):
+        self.spec = spec
+
+    def score(self, query, texts):
+        return [len(t) / (len(t) + 40.0) for t in texts]
+
+    def identity(self):
+        return {"model": "lengths (test)"}
+
+
+def test_playground_fast_and_accurate_side_by_side(tiny_outputs, tmp_path, monkeypatch):
+    """With both modes available, one query runs in each; accurate results carry
+    cross-encoder scores (sorted), fast ones positions, and each opens its own receipt whose
+    table has rerank columns only in accurate mode."""
+    import shutil
+
+    import memory_core.engine
+
+    store = tmp_path / "store"
+    shutil.copytree(tiny_outputs["smoke"] / "store", store)
+    monkeypatch.setattr(memory_core.engine, "CrossEncoderReranker", _LengthReranker)
+    monkeypatch.setenv("MEMORY_CORE_OUTPUTS", str(tmp_path / "no-outputs"))
+    at = AppTest.from_file(str(APP), default_timeout=120)
+    at.run()
+    at.radio(key="source").set_value("Store directory").run()
+    at.text_input(key="store_dir").input(str(store)).run()
+    at.radio(key="view").set_value("Playground").run()
+    assert at.selectbox(key="pg_mode").options == ["accurate", "fast"]
+    assert not at.toggle(key="pg_side").disabled
+    at.selectbox(key="pg_space").set_value("payments")
+    at.slider(key="pg_limit").set_value(4)
+    at.toggle(key="pg_side").set_value(True)
+    at.text_input(key="pg_query").input("Who owns the pricing table?").run()
+    assert not at.exception and not at.error
+    assert [m.value for m in at.markdown if m.value.startswith("##### mode=")] == [
+        "##### mode=fast", "##### mode=accurate"]
+    fast, accurate = [d.value for d in at.dataframe if "rank" in d.value.columns]
+    assert list(fast["score"]) == pytest.approx([1.0, 0.75, 0.5, 0.25])  # (P - i) / P, P = 4
+    lengths = [len(c) for c in accurate["content"]]
+    assert list(accurate["score"]) == pytest.approx([n / (n + 40.0) for n in lengths])
+    assert list(accurate["score"]) == sorted(accurate["score"], reverse=True)
+    captions = [c.value for c in at.caption]
+    assert any(c.startswith("score = **position**") for c in captions)
+    assert any(c.startswith("score = **cross-encoder**") for c in captions)
+
+    at.button(key="pg_open_accurate").click().run()
+    assert at.radio(key="view").value == "Per-query"
+    table = _frame(at, "memory_id", "rerank_rank", "rerank_score", "final_rank")
+    kept = table[table["final_rank"].notna()]
+    assert list(kept["rerank_score"]) == pytest.approx(list(accurate["score"]))
+    assert list(kept["rerank_rank"]) == [1, 2, 3, 4]
+
+
 def test_deep_link_opens_a_receipt(tiny_outputs, monkeypatch):
     """A linked receipt opens in its own mode/view (not the list's default one)."""
     run = tiny_outputs["smoke"]
