@@ -29,13 +29,14 @@ from typing import Any
 
 import polars as pl
 
+from experiments.dashboard.candidates import CandidateTable
+from experiments.dashboard.candidates import candidate_table as build_candidate_table
 from experiments.stats import PairedResult, paired_test
 from memory_core import MemoryCoreError, MemoryEngine
 from memory_core.config import EngineSpec
 from memory_core.context import estimate_tokens, render_block
-from memory_core.errors import ErrorCode
 from memory_core.request import parse_request
-from memory_core.store import SqlFilter
+from memory_core.store import SqlFilter, rowid_of
 from memory_core.types import BlockOrder, DropReason, Memory, MemoryType, Receipt, Result
 
 ENV_OUTPUTS = "MEMORY_CORE_OUTPUTS"
@@ -525,6 +526,7 @@ class ReceiptView:
     contributions: pl.DataFrame | None = None    # what each expansion subject contributed
     candidates: pl.DataFrame | None = None       # every channel's candidates (the trace)
     tier: str | None = None                      # cache | hybrid | escalated (None: older receipt)
+    table: CandidateTable | None = None          # every candidate, each stage's rank and score
 
 
 def receipt_view(engine: MemoryEngine, receipt_id: str,
@@ -569,12 +571,15 @@ def receipt_view(engine: MemoryEngine, receipt_id: str,
 
     block, tokens = rendered_block(engine, receipt, memories)
     routing, scores = routing_decision(receipt)
+    table = build_candidate_table(receipt, memories, gold,
+                                  lambda m: _retrieves(m, memories))
     return ReceiptView(receipt=receipt, request=request_fields(receipt), kept=kept,
                        dropped=dropped, searched=searched_table(receipt),
                        subjects=expansion_subjects(receipt), block=block,
                        token_estimate=tokens, stages=_plain(receipt.stages), routing=routing,
                        routing_scores=scores, contributions=expansion_contributions(receipt),
-                       candidates=candidate_table(receipt), tier=receipt.stages.get("tier"))
+                       candidates=candidate_table(receipt), tier=receipt.stages.get("tier"),
+                       table=table)
 
 
 def request_fields(receipt: Receipt) -> dict[str, Any]:
@@ -722,15 +727,11 @@ def results_table(results: Sequence[Result]) -> pl.DataFrame:
 
 
 def _memories(engine: MemoryEngine, ids: Iterable[str]) -> dict[str, Memory]:
-    out: dict[str, Memory] = {}
-    for mid in dict.fromkeys(ids):
-        try:
-            out[mid] = engine.get_memory(mid)
-        except MemoryCoreError as err:
-            if err.code is not ErrorCode.NOT_FOUND:
-                raise
-            # shown as "(missing from store)" by _memory_columns
-    return out
+    """The memories the store still has, by id, in one batched read (an id the store lacks,
+    or that is not a memory id, is absent: shown as "(missing from store)")."""
+    rows = {mid: rowid_of(mid) for mid in dict.fromkeys(ids)}
+    found = engine.store.get_memories(r for r in rows.values() if r is not None)
+    return {mid: found[r] for mid, r in rows.items() if r is not None and r in found}
 
 
 def _retrieves(m: Memory, memories: Mapping[str, Memory]) -> set[str]:

@@ -35,3 +35,22 @@ def tiny_outputs(tmp_path_factory) -> dict[str, Path]:
     smoke = make_run("smoke", outputs / "smoke" / "runs" / "r1")
     keyword = make_run("keyword_only", outputs / "keyword_only" / "runs" / "r1")
     return {"outputs": outputs, "smoke": smoke, "keyword_only": keyword}
+
+
+@pytest.fixture(scope="session")
+def big_outputs(tiny_outputs, tmp_path_factory) -> dict[str, Path]:
+    """Two LoCoMo-sized runs (1,600 questions and receipts each, see ``bigrun.py``) under one
+    outputs directory: ``{"outputs": dir, "a": run, "b": run}``, ``b`` the newer. They carry
+    the tiny smoke run's resolved config, so the app opens their stores with real settings."""
+    import json
+    import os
+
+    from bigrun import build
+
+    config = json.loads((tiny_outputs["smoke"] / "metrics.json").read_text())["config"]
+    outputs = tmp_path_factory.mktemp("big_outputs")
+    a = build(outputs / "locomo_sized" / "runs" / "a", config, seed=0)
+    b = build(outputs / "locomo_sized" / "runs" / "b", config, seed=1)
+    stamp = (a / "metrics.json").stat().st_mtime + 1  # b is the newer run
+    os.utime(b / "metrics.json", (stamp, stamp))
+    return {"outputs": outputs, "a": a, "b": b}
