@@ -59,6 +59,10 @@ class ChannelsSpec:
     # experiment, conf/experiment/tiers.yaml)
     entity: bool = False
     entity_pool: int = 50
+    # keep each space's vector index in <store>/vectors between runs (a checked cache of the
+    # embeddings SQLite holds; off: rebuilt from SQLite on a space's first use, nothing stored
+    # twice). See memory_core/channels/dense.py and memory_core/index_files.py.
+    dense_persist: bool = False
 
 
 @dataclass(frozen=True)

@@ -76,8 +76,9 @@ class MemoryEngine(RoutingMixin):
              reranker: Reranker | None = None, router: Router | None = None) -> MemoryEngine:
         """Open (or create) a store directory, or an in-memory store for ``":memory:"``.
 
-        The vector index is loaded from ``<dir>/vectors`` when its stamp matches SQLite and
-        rebuilt from the stored embeddings otherwise. Accurate mode uses ``reranker`` when
+        The vector index is built from the embeddings stored in SQLite on a space's first use;
+        with ``channels.dense_persist`` it is saved to ``<dir>/vectors`` by :meth:`flush` and
+        loaded from there when the file checks out (see :mod:`memory_core.channels.dense`). Accurate mode uses ``reranker`` when
         given, else the cross-encoder ``spec.rerank`` resolves to (found now, loaded on first
         use; see :mod:`memory_core.rerank.models`). When none resolves, accurate mode is
         unavailable: asking for it is a 422 that says why, and requests that omit ``mode`` are
@@ -96,12 +97,14 @@ class MemoryEngine(RoutingMixin):
         else:
             root = Path(path)
             root.mkdir(parents=True, exist_ok=True)
-            store, vectors = Store(root / "memory.sqlite"), root / "vectors"
+            store = Store(root / "memory.sqlite")
+            vectors = root / "vectors" if spec.channels.dense_persist else None
         return cls(store, DenseIndex(store, embedder.dim, vectors), embedder, spec, clock,
                    reranker, unavailable, router)
 
     def flush(self) -> None:
-        """Persist the vector index files (SQLite is always durable)."""
+        """Persist the vector index files when ``channels.dense_persist`` is on (SQLite, the
+        one durable copy of every memory and embedding, needs no flush)."""
         self._components.dense.save()
 
     def close(self) -> None:
@@ -210,9 +213,9 @@ class MemoryEngine(RoutingMixin):
             minhash=minhash_signature(text, self.spec.dedup), shares_passage=i > 0,
             scopes=c["scopes"],
         ) for (c, i, text), vec in zip(pieces, vectors, strict=True)]
-        self._components.dense.prepare(space_id)
-        rowids = self.store.insert_batch(new)
-        self._components.dense.add(space_id, rowids, vectors)
+        with self._components.dense.writing(space_id):  # indexed once (channels/dense.py)
+            rowids = self.store.insert_batch(new)
+            self._components.dense.add(space_id, rowids, vectors)
         # one id per item: its first memory (the others follow it and share its passage)
         return [f"mem_{r}" for r, (_, i, _) in zip(rowids, pieces, strict=True) if i == 0]
 
@@ -260,9 +263,9 @@ class MemoryEngine(RoutingMixin):
             minhash=minhash_signature(checked["content"], self.spec.dedup), **scope,
             scopes=tuple(sorted(shared)),  # a note carries the scope paths all its sources share
         )
-        self._components.dense.prepare(space_id)
-        rowid = self.store.insert_batch([new])[0]
-        self._components.dense.add(space_id, [rowid], vec)
+        with self._components.dense.writing(space_id):
+            rowid = self.store.insert_batch([new])[0]
+            self._components.dense.add(space_id, [rowid], vec)
         return f"mem_{rowid}"
 
     def _check_item(self, space_id: str, index: int, item: Mapping[str, Any], now: str

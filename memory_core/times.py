@@ -49,15 +49,24 @@ def system_clock() -> datetime:
     return datetime.now(UTC)
 
 
+MAX_INSTANT_CHARS = 64  # longer text is not an instant (422 before parsing)
+
+
 def parse_instant(value: object, field: str) -> datetime:
     """Parse an ISO-8601 instant (``2024-06-15T10:00:00Z``; a date alone means midnight UTC).
 
-    A naive time is taken as UTC. Anything else is a 422 ``validation_error`` naming ``field``.
+    A naive time is taken as UTC. The documented range is what UTC can hold:
+    ``0001-01-01T00:00:00Z`` to ``9999-12-31T23:59:59.999999Z``; an instant whose offset moves
+    it outside (``0001-01-01T00:00:00+14:00``) is 422 ``out_of_range``. Anything else that is
+    not an instant is a 422 ``malformed_instant`` naming ``field``.
     """
     if isinstance(value, datetime):
         dt = value
     elif isinstance(value, str) and value.strip():
         text = value.strip()
+        if len(text) > MAX_INSTANT_CHARS:
+            raise invalid("malformed_instant", f"{field} must be an ISO-8601 instant "
+                          f"(at most {MAX_INSTANT_CHARS} characters)", field)
         try:
             dt = datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith(("Z", "z")) else text)
         except ValueError:
@@ -68,12 +77,25 @@ def parse_instant(value: object, field: str) -> datetime:
                       f"{field} must be an ISO-8601 string, got {type(value).__name__}", field)
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=UTC)
-    return dt.astimezone(UTC)
+    try:
+        return dt.astimezone(UTC)
+    except (OverflowError, ValueError):
+        raise invalid("out_of_range", f"{field} is outside 0001-01-01T00:00:00Z .. "
+                      f"9999-12-31T23:59:59.999999Z once moved to UTC: {value!r}",
+                      field) from None
 
 
 def format_instant(dt: datetime) -> str:
-    """The one stored form: ``YYYY-MM-DDTHH:MM:SS.ffffffZ`` (sorts as text in time order)."""
-    return dt.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    """The one stored form: ``YYYY-MM-DDTHH:MM:SS.ffffffZ``, the year always four digits, so
+    text order is time order (``strftime("%Y")`` writes year 999 as ``999``).
+
+    Example:
+        >>> format_instant(datetime(999, 1, 2, tzinfo=UTC))
+        '0999-01-02T00:00:00.000000Z'
+    """
+    u = dt.astimezone(UTC)
+    return (f"{u.year:04d}-{u.month:02d}-{u.day:02d}T{u.hour:02d}:{u.minute:02d}:"
+            f"{u.second:02d}.{u.microsecond:06d}Z")
 
 
 def normalize_instant(value: object, field: str) -> str:
