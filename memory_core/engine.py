@@ -40,6 +40,9 @@ from memory_core.times import (Clock, event_window, format_instant, normalize_in
                                system_clock)
 from memory_core.types import (Memory, MemoryType, Mode, Receipt, RetrieveRequest,
                                RetrieveResponse, SearchedEntry, Space, Tier, frozen_map)
+from memory_core.validate import (MAX_TAG_CHARS, check_clean, check_mapping, check_metadata,
+                                  check_text)
+from memory_core.validate import check_reserved as _check_reserved
 
 WRITE_FIELDS = ("content", "timestamp", "tags", "user_id", "agent_id", "session_id", "metadata",
                 "document_id", "scopes")
@@ -130,16 +133,19 @@ class MemoryEngine(RoutingMixin):
             raise invalid("invalid_space_id", "space_id must be 1-128 characters of letters, "
                           "digits, '_', '.', ':' or '-', starting with a letter or digit",
                           "space_id")
-        if not isinstance(description, str):
-            raise invalid("wrong_type", "description must be a string", "description")
+        check_text(description, "description", self.spec.limits.max_content_chars,
+                   allow_empty=True, limit_name="max_content_chars")
         if not isinstance(default, bool):
             raise invalid("wrong_type", "default must be a boolean", "default")
         if members is None:
             members = {self.spec.owner: "owner"}
         if not isinstance(members, Mapping) or not members or not all(
-                isinstance(p, str) and p and r in ROLES for p, r in members.items()):
+                isinstance(p, str) and p and isinstance(r, str) and r in ROLES
+                for p, r in members.items()):
             raise invalid("invalid_members", f"members must map principals to one of "
                           f"{', '.join(ROLES)}", "members")
+        for p in members:
+            check_text(p, "members", self.spec.limits.max_id_chars, limit_name="max_id_chars")
         if self.store.get_space(space_id) is not None:
             raise invalid("space_exists", f"space {space_id!r} already exists", "space_id")
         space = Space(space_id, description, default, frozen_map(members),
@@ -159,12 +165,20 @@ class MemoryEngine(RoutingMixin):
     def _authorised(self, space_id: str, principal: str | None, need: str) -> Space:
         """The space, if ``principal`` holds at least role ``need`` in it; 404 otherwise
         (a space one may not see is reported exactly like a missing one)."""
+        self._check_ids(space_id, principal)
         space = self.store.get_space(space_id)
         who = principal if principal is not None else self.spec.owner
         role = None if space is None else space.members.get(who)
         if space is None or role is None or ROLES.index(role) < ROLES.index(need):
             raise not_found("space", space_id)
         return space
+
+    def _check_ids(self, space_id: Any, principal: Any) -> None:
+        """A space id and a principal are short valid strings (422 before any lookup)."""
+        ids = self.spec.limits.max_id_chars
+        check_text(space_id, "space_id", ids, limit_name="max_id_chars")
+        if principal is not None:
+            check_text(principal, "principal", ids, limit_name="max_id_chars")
 
     # -- writes -------------------------------------------------------------------------------
     def write(self, space_id: str | None = None, content: str | None = None,
@@ -181,6 +195,12 @@ class MemoryEngine(RoutingMixin):
         ``scopes``: scope paths (``"org/acme/team/payments"``) a request's ``lens`` matches.
         """
         if route is not None or space_id is None:
+            if isinstance(content, str):  # the router embeds it: checked first
+                check_text(content, "content", self.spec.limits.max_content_chars,
+                           limit_name="max_content_chars")
+            if principal is not None:
+                check_text(principal, "principal", self.spec.limits.max_id_chars,
+                           limit_name="max_id_chars")
             space_id = self._route_write(space_id, route, content, principal)
         item = {"content": content, "timestamp": timestamp, "tags": tags, "user_id": user_id,
                 "agent_id": agent_id, "session_id": session_id, "metadata": metadata,
@@ -271,8 +291,8 @@ class MemoryEngine(RoutingMixin):
     def _check_item(self, space_id: str, index: int, item: Mapping[str, Any], now: str
                     ) -> dict[str, Any]:
         where = f"items[{index}]"
-        if not isinstance(item, Mapping):
-            raise invalid("wrong_type", f"{where} must be a mapping", where)
+        limits = self.spec.limits
+        check_mapping(item, where)
         unknown = sorted(set(item) - set(WRITE_FIELDS))
         if unknown:
             raise invalid("unknown_field", f"{where}: unknown field(s) {', '.join(unknown)}",
@@ -281,24 +301,26 @@ class MemoryEngine(RoutingMixin):
         if not isinstance(content, str) or not content.strip():
             raise invalid("empty_content", f"{where}.content must be a non-empty string",
                           "content")
+        check_text(content, "content", limits.max_content_chars, limit_name="max_content_chars")
         tags = item.get("tags") or ()
         if isinstance(tags, str) or not isinstance(tags, Sequence) or not all(
                 isinstance(t, str) and t.strip() for t in tags):
             raise invalid("wrong_type", f"{where}.tags must be a list of non-empty strings", "tags")
         if len(tags) > MAX_WRITE_TAGS:
             raise invalid("too_many_tags", f"{where}: at most {MAX_WRITE_TAGS} tags", "tags")
+        for t in tags:
+            check_text(t, "tags", MAX_TAG_CHARS, limit_name="max_tag_chars")
         self.check_reserved(tags)
-        metadata = item.get("metadata") or {}
-        if not isinstance(metadata, Mapping):
-            raise invalid("wrong_type", f"{where}.metadata must be a mapping", "metadata")
+        metadata = check_metadata(item.get("metadata"), "metadata", limits)
+        check_clean(item, where)  # scopes and anything else: valid text only
         # redaction first: store, passage, index, entities and blocks see only redacted text
         out: dict[str, Any] = {"content": self.redactor.apply(content.strip()),
                                "tags": tuple(dict.fromkeys(tags)),
-                               "metadata": dict(metadata)}
+                               "metadata": metadata}
         for key in ("user_id", "agent_id", "session_id", "document_id"):
             value = item.get(key)
-            if value is not None and (not isinstance(value, str) or not value.strip()):
-                raise invalid("wrong_type", f"{where}.{key} must be a non-empty string", key)
+            if value is not None:
+                check_text(value, key, limits.max_id_chars, limit_name="max_id_chars")
             out[key] = value
         ts = item.get("timestamp")
         out["timestamp"] = now if ts is None else normalize_instant(ts, "timestamp")
@@ -307,11 +329,7 @@ class MemoryEngine(RoutingMixin):
 
     def check_reserved(self, tags: Sequence[str]) -> None:
         """Tags under the reserved prefix are the engine's own: 422 ``reserved_tag``."""
-        prefix = self.spec.reserved_tag_prefix
-        bad = [t for t in tags if prefix and t.startswith(prefix)]
-        if bad:
-            raise MemoryCoreError(ErrorCode.RESERVED_TAG, "reserved_prefix",
-                                  f"tags under {prefix!r} are reserved: {', '.join(bad)}", "tags")
+        _check_reserved(tags, self.spec.reserved_tag_prefix, "tags")
 
     # -- reads --------------------------------------------------------------------------------
     def retrieve(self, request: Mapping[str, Any] | None = None, /, **fields: Any
@@ -328,7 +346,7 @@ class MemoryEngine(RoutingMixin):
 
     @staticmethod
     def _body(request: Mapping[str, Any] | None, fields: Mapping[str, Any]) -> dict[str, Any]:
-        body = dict(request or {})
+        body = {} if request is None else dict(check_mapping(request, "request"))
         overlap = set(body) & set(fields)
         if overlap:
             raise invalid("duplicate_field", f"given twice: {', '.join(sorted(overlap))}")
@@ -443,8 +461,9 @@ class MemoryEngine(RoutingMixin):
         body = self._body(request, fields)
         body.setdefault("format", "block")
         session = body.pop("session_id", None)
-        if session is not None and (not isinstance(session, str) or not session.strip()):
-            raise invalid("wrong_type", "session_id must be a non-empty string", "session_id")
+        if session is not None:
+            check_text(session, "session_id", self.spec.limits.max_id_chars,
+                       limit_name="max_id_chars")
         return self._serve(body, recent_session=session)
 
     def get_receipt(self, receipt_id: str) -> Receipt:

@@ -476,13 +476,15 @@ class Store:
             "ORDER BY s, f.rowid LIMIT ?", (match, space_id, *flt.params, depth))
         return [(int(r[0]), -float(r[1])) for r in rows]
 
-    def tag_vocabulary(self, space_id: str, limit: int) -> list[tuple[str, int]]:
-        """The space's ``limit`` most used tags: ``[(tag, uses)]``, most used first (ties by
-        tag), the vocabulary fuzzy tag resolution compares names with."""
+    def tag_vocabulary(self, space_id: str, limit: int, visible: SqlFilter = SqlFilter()
+                       ) -> list[tuple[str, int]]:
+        """The ``limit`` most used tags of the space's memories that pass ``visible`` (the
+        request's scope): ``[(tag, uses)]``, most used first (ties by tag), the vocabulary
+        fuzzy tag resolution compares names with."""
         rows = self._query(
             "SELECT t.tag, COUNT(*) AS n FROM memory_tags t JOIN memories m "
-            "ON m.rowid = t.memory_rowid WHERE m.space_id = ? GROUP BY t.tag "
-            "ORDER BY n DESC, t.tag LIMIT ?", (space_id, limit))
+            f"ON m.rowid = t.memory_rowid WHERE m.space_id = ? AND ({visible.where}) "
+            "GROUP BY t.tag ORDER BY n DESC, t.tag LIMIT ?", (space_id, *visible.params, limit))
         return [(r[0], int(r[1])) for r in rows]
 
     def entity_keys(self, rowids: Iterable[int]) -> dict[int, list[str]]:
