@@ -41,7 +41,7 @@ from memory_core.times import (Clock, event_window, format_instant, normalize_in
 from memory_core.types import (Memory, MemoryType, Mode, Receipt, RetrieveRequest,
                                RetrieveResponse, SearchedEntry, Space, Tier, frozen_map)
 from memory_core.validate import (MAX_TAG_CHARS, check_clean, check_mapping, check_metadata,
-                                  check_text)
+                                  check_text, text_problem)
 from memory_core.validate import check_reserved as _check_reserved
 
 WRITE_FIELDS = ("content", "timestamp", "tags", "user_id", "agent_id", "session_id", "metadata",
@@ -159,8 +159,12 @@ class MemoryEngine(RoutingMixin):
             raise not_found("space", space_id)
         return space
 
-    def list_spaces(self) -> list[Space]:
-        return self.store.list_spaces()
+    def list_spaces(self, principal: str | None = None) -> list[Space]:
+        """The spaces ``principal`` (default: the store's owner) is a member of; a space one
+        may not see is never listed (issue 21: no read outside one's principal)."""
+        who = self.spec.owner if principal is None else check_text(
+            principal, "principal", self.spec.limits.max_id_chars, limit_name="max_id_chars")
+        return [s for s in self.store.list_spaces() if who in s.members]
 
     def _authorised(self, space_id: str, principal: str | None, need: str) -> Space:
         """The space, if ``principal`` holds at least role ``need`` in it; 404 otherwise
@@ -466,20 +470,40 @@ class MemoryEngine(RoutingMixin):
                        limit_name="max_id_chars")
         return self._serve(body, recent_session=session)
 
-    def get_receipt(self, receipt_id: str) -> Receipt:
+    def get_receipt(self, receipt_id: str, principal: str | None = None) -> Receipt:
         """A receipt, or the trace of any recent retrieve by its ``trace_id`` (the last
-        ``trace.keep`` are held in memory; ``receipt=True`` persists one in the store)."""
-        receipt = (self._traces.get(receipt_id) or self.store.get_receipt(receipt_id)
-                   if isinstance(receipt_id, str) else None)
-        if receipt is None:
-            raise not_found("receipt", str(receipt_id))
+        ``trace.keep`` are held in memory; ``receipt=True`` persists one in the store).
+
+        Only the principal whose request left it may read it, and the store's owner (the
+        operator: the dashboard and the workbench read every receipt); for anyone else it is
+        404 exactly like a missing one. Without ``principal`` the caller is the owner."""
+        if not isinstance(receipt_id, str) or text_problem(receipt_id) is not None:
+            raise not_found("receipt", repr(receipt_id)[:80])
+        who = self.spec.owner if principal is None else check_text(
+            principal, "principal", self.spec.limits.max_id_chars, limit_name="max_id_chars")
+        receipt = self._traces.get(receipt_id) or self.store.get_receipt(receipt_id)
+        owner = None if receipt is None else (receipt.request.get("principal")
+                                              or self.spec.owner)
+        if receipt is None or who not in (owner, self.spec.owner):
+            raise not_found("receipt", receipt_id)
         return receipt
 
-    def get_memory(self, memory_id: str) -> Memory:
+    def get_memory(self, memory_id: str, principal: str | None = None) -> Memory:
+        """A memory by id, if ``principal`` (default: the store's owner) may read its space;
+        404 otherwise, exactly like a missing id (ids are sequential: every by-id read is
+        authorised instead of relying on ids being hard to guess)."""
+        if principal is not None:
+            check_text(principal, "principal", self.spec.limits.max_id_chars,
+                       limit_name="max_id_chars")
         row = rowid_of(memory_id)
         found = self.store.get_memories([row]) if row is not None else {}
         if row not in found:
-            raise not_found("memory", str(memory_id))
+            raise not_found("memory", repr(memory_id)[:80] if not isinstance(memory_id, str)
+                            else memory_id)
+        try:
+            self._authorised(found[row].space_id, principal, "viewer")
+        except MemoryCoreError:
+            raise not_found("memory", memory_id) from None
         return found[row]
 
     def model_identity(self) -> dict[str, Any]:
