@@ -202,6 +202,15 @@ def writer_lock(directory: Path) -> Iterator[None]:
         yield
 
 
+def remove_stale_temporaries(directory: Path) -> int:
+    """Delete temporary files a killed writer left behind; call only under
+    :func:`writer_lock` (then no live writer owns one). Returns how many were removed."""
+    stale = list(directory.glob(".*.tmp"))
+    for path in stale:
+        path.unlink(missing_ok=True)
+    return len(stale)
+
+
 def file_name(space_id: str, suffix: str = ".idx") -> str:
     """The index file name of a space: a digest of its id (any id is a safe name)."""
     return hashlib.sha256(space_id.encode("utf-8", "surrogatepass")).hexdigest()[:24] + suffix

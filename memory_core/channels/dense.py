@@ -210,6 +210,7 @@ class DenseIndex:
             return
         faiss = _faiss()
         with self._lock, index_files.writer_lock(self.directory):
+            index_files.remove_stale_temporaries(self.directory)
             manifest = index_files.read_manifest(self.directory)
             for space_id, index in self._indexes.items():
                 payload = faiss.serialize_index(index).tobytes()
