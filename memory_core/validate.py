@@ -182,7 +182,10 @@ def is_reserved(tag: str, prefix: str) -> bool:
 
 def check_reserved(tags: Sequence[str], prefix: str, field: str) -> None:
     """Tags under the reserved prefix belong to the engine: 422 ``reserved_tag``."""
-    bad = [t for t in tags if is_reserved(t, prefix)]
+    if not prefix:
+        return
+    reserved = reserved_form(prefix)
+    bad = [t for t in tags if reserved_form(t).startswith(reserved)]
     if bad:
         raise MemoryCoreError(ErrorCode.RESERVED_TAG, "reserved_prefix",
                               f"{field}: tags under {prefix!r} are reserved: "

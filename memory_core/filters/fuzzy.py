@@ -165,20 +165,25 @@ class Vocabulary:
             own.append(self._row.get(name, -1))
         query = csr_matrix((np.ones(len(indices), dtype=np.int32), indices, indptr),
                            shape=(len(names), self._matrix.shape[1]))
-        shared = (query @ self._matrix.T).tocoo()
-        rows, cols = shared.row.astype(np.int64), shared.col.astype(np.int64)
-        common = shared.data.astype(np.int64)
-        sizes_a, lengths_a = np.array(sizes, dtype=np.int64), np.array(lengths, dtype=np.int64)
-        score = common / (sizes_a[rows] + self._sizes[cols] - common)
-        keep = ((score >= spec.fuzzy_threshold) & (cols != np.array(own, dtype=np.int64)[rows])
-                & (np.abs(self._lengths[cols] - lengths_a[rows])
-                   <= spec.fuzzy_length_tolerance * lengths_a[rows]))
-        rows, cols, score = rows[keep], cols[keep], score[keep]
-        order = np.lexsort((self._name_rank[cols], -self._uses[cols], -score, rows))
-        for i in order.tolist():
-            found = out[rows[i]]
-            if len(found) < spec.fuzzy_max_per_tag:
-                found.append((self.tags[cols[i]][0], float(score[i])))
+        shared = (query @ self._matrix.T).tocsr()  # names x tags: shared trigram counts
+        k, threshold = spec.fuzzy_max_per_tag, spec.fuzzy_threshold
+        for r in range(len(names)):
+            lo, hi = shared.indptr[r], shared.indptr[r + 1]
+            if lo == hi:
+                continue
+            cols = shared.indices[lo:hi].astype(np.int64)
+            common = shared.data[lo:hi].astype(np.int64)
+            score = common / (sizes[r] + self._sizes[cols] - common)
+            keep = ((score >= threshold) & (cols != own[r])
+                    & (np.abs(self._lengths[cols] - lengths[r])
+                       <= spec.fuzzy_length_tolerance * lengths[r]))
+            cols, score = cols[keep], score[keep]
+            if len(cols) > k:  # only the k best (and any tied with the k-th) need ordering
+                kth = np.partition(score, len(score) - k)[len(score) - k]
+                cols, score = cols[score >= kth], score[score >= kth]
+            order = np.lexsort((self._name_rank[cols], -self._uses[cols], -score))[:k]
+            out[r] = [(self.tags[c][0], float(v))
+                      for c, v in zip(cols[order].tolist(), score[order].tolist(), strict=True)]
         return out
 
 

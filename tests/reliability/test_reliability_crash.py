@@ -28,6 +28,7 @@ pytestmark = pytest.mark.reliability
 
 CHILD = str(Path(__file__).parent / "crash_child.py")
 TRIALS = int(os.environ.get("MEMORY_CORE_CRASH_TRIALS", "6"))
+RACES = int(os.environ.get("MEMORY_CORE_RACE_RUNS", "2"))
 
 
 def _start(store: Path, mode: str, seed: int, rounds: int | None = None) -> subprocess.Popen:
@@ -80,12 +81,13 @@ def test_kill_9_never_leaves_a_space_unusable_or_loses_an_acknowledged_memory(tm
     assert acked, "no batch was acknowledged in any trial: the trials tested nothing"
 
 
-def test_two_processes_racing_on_one_store_index_each_row_once(tmp_path):
+@pytest.mark.parametrize("run", range(RACES))
+def test_two_processes_racing_on_one_store_index_each_row_once(tmp_path, run):
     store = tmp_path / "store"
     with MemoryEngine.open(store, spec=crash_child.spec(),
                            embedder=crash_child.HashEmbedder()) as eng:
         eng.create_space("s")
-    procs = [_start(store, "race", seed=100 + k, rounds=25) for k in range(2)]
+    procs = [_start(store, "race", seed=100 + 10 * run + k, rounds=25) for k in range(2)]
     outs = [p.communicate(timeout=300) for p in procs]
     for p, (out, err) in zip(procs, outs, strict=True):
         assert p.returncode == 0, err[-2000:]
