@@ -71,13 +71,16 @@ def test_kill_9_never_leaves_a_space_unusable_or_loses_an_acknowledged_memory(tm
     rng = random.Random(f"crash-{mode}")
     store = tmp_path / "store"
     acked: list[str] = []
+    rebuilt = 0
     for trial in range(TRIALS):
         proc = _start(store, mode, seed=trial)
         time.sleep(rng.uniform(0.05, 1.2))
         os.kill(proc.pid, signal.SIGKILL)
         out, _ = proc.communicate(timeout=60)
         acked += _acked(out)
-        check_store(store, acked)
+        rebuilt += check_store(store, acked)["rebuilt"]
+    print(f"\nkill -9 during {mode}: {TRIALS} trials, {len(acked)} acknowledged memories, "
+          f"0 lost, every reopen answered; index files refused and rebuilt: {rebuilt}")
     assert acked, "no batch was acknowledged in any trial: the trials tested nothing"
 
 
