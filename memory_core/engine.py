@@ -27,7 +27,7 @@ from memory_core.dedup import minhash_signature
 from memory_core.embed import Embedder, build_embedder, content_hash
 from memory_core.engine_routing import ROLES, RoutingMixin
 from memory_core.entities import extract_entities
-from memory_core.errors import ErrorCode, MemoryCoreError, invalid, not_found
+from memory_core.errors import MemoryCoreError, invalid, not_found
 from memory_core.filters.compile import compile_filter
 from memory_core.filters.scope import check_write_scopes
 from memory_core.receipts import build_receipt, new_receipt_id

@@ -103,7 +103,7 @@ class IndexHeader:
                  payload: bytes) -> IndexHeader:
         """The header of ``payload``, an index holding rows ``ids`` of ``space_id``."""
         ids = np.asarray(ids, dtype=np.int64)
-        return cls(space_id, kind, int(dim), int(len(ids)),
+        return cls(space_id, kind, int(dim), len(ids),
                    int(ids.max()) if len(ids) else 0, ids_digest(ids),
                    hashlib.sha256(payload).hexdigest())
 

@@ -48,7 +48,7 @@ from typing import Any
 
 from memory_core import validate
 from memory_core.config import TagFilterSpec
-from memory_core.errors import ErrorCode, MemoryCoreError, invalid
+from memory_core.errors import invalid
 from memory_core.store import SqlFilter
 
 

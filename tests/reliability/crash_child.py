@@ -18,7 +18,7 @@ import sys
 
 import numpy as np
 
-from memory_core import MemoryEngine
+from memory_core import MemoryCoreError, MemoryEngine
 from memory_core.config import EngineSpec
 
 
@@ -57,8 +57,9 @@ def main() -> None:
         if not any(s.space_id == space for s in eng.store.list_spaces()):
             try:
                 eng.create_space(space)
-            except Exception:  # noqa: BLE001 - another process created it first
-                pass
+            except MemoryCoreError as exc:  # another process created it first
+                if exc.reason != "space_exists":
+                    raise
     # warm-up (lazy imports: dates, entities, MinHash) so the kill window covers real writes
     eng.write(f"warm{seed}", "warm-up on June 3, 2024 with Alice")
     print("READY", flush=True)

@@ -22,7 +22,7 @@ import pytest
 from memory_core import MemoryEngine
 
 sys.path.insert(0, str(Path(__file__).parent))
-import crash_child  # noqa: E402
+import crash_child
 
 pytestmark = pytest.mark.reliability
 

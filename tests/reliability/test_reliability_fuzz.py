@@ -18,10 +18,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memory_core import MemoryCoreError, MemoryEngine
-from memory_core.request import FIELDS
 
 sys.path.insert(0, str(Path(__file__).parent))
-from crash_child import HashEmbedder  # noqa: E402
+from crash_child import HashEmbedder
 
 pytestmark = pytest.mark.reliability
 

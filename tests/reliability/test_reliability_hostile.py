@@ -15,10 +15,10 @@ from memory_core.config import LimitsSpec
 from memory_core.times import find_mentions
 
 sys.path.insert(0, str(Path(__file__).parent))
-from crash_child import HashEmbedder  # noqa: E402
+from crash_child import HashEmbedder
 
 sys.path.insert(0, str(Path(__file__).parents[2]))
-from benchmarks.hostile import dates_text  # noqa: E402
+from benchmarks.hostile import dates_text
 
 pytestmark = pytest.mark.reliability
 
