@@ -341,9 +341,9 @@ class LimitsSpec:
     ``max_query_chars`` bounds the query (and so the date scan, the embedder and the
     cross-encoder's input); ``max_content_chars`` one write's content; ``max_id_chars`` ids,
     principals, tags and metadata keys; metadata is JSON of at most ``max_metadata_bytes`` and
-    ``max_metadata_depth`` levels. ``max_fuzzy_work`` bounds fuzzy tag resolution: the
-    trigram postings one request may walk (tags named x their trigrams' posting lists) before
-    it is 422 ``too_costly``. See ``memory_core/validate.py``.
+    ``max_metadata_depth`` levels. (Fuzzy tag resolution needs no limit of its own: it is one
+    sparse product over at most ``tags.fuzzy_vocabulary`` tags, see ``filters/fuzzy.py``.)
+    See ``memory_core/validate.py``.
     """
 
     max_query_chars: int = 8_000
@@ -351,7 +351,6 @@ class LimitsSpec:
     max_id_chars: int = 256
     max_metadata_bytes: int = 16_384
     max_metadata_depth: int = 8
-    max_fuzzy_work: int = 2_000_000
 
 
 @dataclass(frozen=True)
