@@ -227,8 +227,30 @@ def test_by_id_reads_answer_or_refuse_cleanly(eng, ident, principal):
             pass
 
 
+@FUZZ
+@given(space=st.one_of(words, any_text, anything), description=st.one_of(words, anything),
+       default=st.one_of(st.booleans(), anything),
+       members=st.one_of(st.none(), st.dictionaries(st.one_of(words, any_text, st.integers()), st.one_of(
+           st.sampled_from(["owner", "developer", "viewer"]), anything), max_size=3), anything),
+       note=st.one_of(st.sampled_from(["Alice works at Globex."]), any_text, anything),
+       sources=st.one_of(st.lists(st.sampled_from(["mem_1", "mem_2", "mem_999"]), max_size=3),
+                         anything))
+def test_create_space_and_observe_answer_or_refuse_cleanly(eng, space, description, default,
+                                                           members, note, sources):
+    before = (eng.store.count_memories(), len(eng.store.list_spaces()))
+    try:
+        _outcome("create_space", lambda: eng.create_space(space, description, default, members))
+    except MemoryCoreError:
+        assert (eng.store.count_memories(), len(eng.store.list_spaces())) == before
+    before = eng.store.count_memories()
+    try:
+        _outcome("observe", lambda: eng.observe("s", note, sources))
+    except MemoryCoreError:
+        assert eng.store.count_memories() == before
+
+
 def test_zz_report_outcomes():
     """Prints the tally (answered / refused per entry point) for the report."""
     total = sum(sum(v.values()) for v in OUTCOMES.values())
     print(f"\nfuzzed calls: {total} {OUTCOMES}")
-    assert total >= 3 * EXAMPLES
+    assert total >= 4 * EXAMPLES
