@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from memory_core import context as blocks
-from memory_core import pipeline
+from memory_core import index_files, pipeline
 from memory_core.cache import ResponseCache, TraceLog, cache_key
 from memory_core.channels.dense import DenseIndex
 from memory_core.config import EngineSpec
@@ -101,6 +101,7 @@ class MemoryEngine(RoutingMixin):
             root = Path(path)
             root.mkdir(parents=True, exist_ok=True)
             store = Store(root / "memory.sqlite")
+            index_files.remove_legacy_files(root / "vectors")  # pre-issue-21 unchecked copies
             vectors = root / "vectors" if spec.channels.dense_persist else None
         return cls(store, DenseIndex(store, embedder.dim, vectors), embedder, spec, clock,
                    reranker, unavailable, router)

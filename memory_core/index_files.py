@@ -211,6 +211,25 @@ def remove_stale_temporaries(directory: Path) -> int:
     return len(stale)
 
 
+def remove_legacy_files(directory: Path) -> int:
+    """Delete index files of the format before this module (``<sha1>.faiss`` and a manifest
+    of ``stamp`` entries): unchecked copies of vectors SQLite holds, never read again.
+    Returns how many files were removed; the folder goes too when nothing else is left."""
+    if not directory.is_dir():
+        return 0
+    removed = 0
+    for path in directory.glob("*.faiss"):
+        path.unlink(missing_ok=True)
+        removed += 1
+    manifest = read_manifest(directory)
+    if manifest and all(isinstance(v, dict) and "stamp" in v for v in manifest.values()):
+        (directory / MANIFEST).unlink(missing_ok=True)
+        removed += 1
+    if not any(directory.iterdir()):
+        directory.rmdir()
+    return removed
+
+
 def file_name(space_id: str, suffix: str = ".idx") -> str:
     """The index file name of a space: a digest of its id (any id is a safe name)."""
     return hashlib.sha256(space_id.encode("utf-8", "surrogatepass")).hexdigest()[:24] + suffix

@@ -287,3 +287,21 @@ def test_threads_writing_and_reading_never_index_a_row_twice(tmp_path, hash_embe
         again.retrieve(query="item", space_id="a")
         assert again._components.dense._indexes["a"].ntotal == 45
         assert again._components.dense.rebuilt == []
+
+
+def test_legacy_index_files_are_removed_on_open(tmp_path, hash_embedder):
+    path = tmp_path / "store"
+    with MemoryEngine.open(path, embedder=hash_embedder) as eng:
+        eng.create_space("a")
+        eng.write("a", "kept in SQLite")
+    legacy = path / "vectors"
+    legacy.mkdir()
+    (legacy / "a0f1490a20d0211c.faiss").write_bytes(b"old unchecked vectors")
+    (legacy / "manifest.json").write_text('{"a": {"stamp": [1, 1], "dim": 64}}')
+    with MemoryEngine.open(path, embedder=hash_embedder) as eng:
+        assert eng.retrieve(query="kept", space_id="a").results
+    assert not legacy.exists()
+    legacy.mkdir()  # a folder of the new format is left alone
+    (legacy / "x.idx").write_bytes(b"new")
+    MemoryEngine.open(path, embedder=hash_embedder).close()
+    assert (legacy / "x.idx").exists()
