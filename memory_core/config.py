@@ -27,6 +27,10 @@ class EmbedSpec:
     batch_size: int = 64
     cache_dir: str | None = None  # None: $MEMORY_CORE_CACHE or ~/.cache/memory_core
     use_cache: bool = True
+    # the model sees at most this many characters of a text (whitespace runs collapsed first):
+    # 32 per token of MiniLM's 256-token window, so what it would read is unchanged while a
+    # 1 MB text costs no more than a long one (see memory_core/embed.py clip_for_model)
+    max_model_chars: int = 8192
 
 
 @dataclass(frozen=True)
@@ -59,6 +63,10 @@ class ChannelsSpec:
     # experiment, conf/experiment/tiers.yaml)
     entity: bool = False
     entity_pool: int = 50
+    # keep each space's vector index in <store>/vectors between runs (a checked cache of the
+    # embeddings SQLite holds; off: rebuilt from SQLite on a space's first use, nothing stored
+    # twice). See memory_core/channels/dense.py and memory_core/index_files.py.
+    dense_persist: bool = False
     # recency: only when a request sends query_timestamp, the top ``recency_pool`` fused
     # candidates re-listed by time proximity to that instant, 2 ** (-gap_days / half_life),
     # and fused again (channels/recency.py); it adds and removes nothing. Off: measured on
@@ -364,6 +372,25 @@ class RoutingSpec:
 
 
 @dataclass(frozen=True)
+class LimitsSpec:
+    """Sizes a request or a write may have (issue 21: every hostile input a quick 422).
+
+    ``max_query_chars`` bounds the query (and so the date scan, the embedder and the
+    cross-encoder's input); ``max_content_chars`` one write's content; ``max_id_chars`` ids,
+    principals, tags and metadata keys; metadata is JSON of at most ``max_metadata_bytes`` and
+    ``max_metadata_depth`` levels. (Fuzzy tag resolution needs no limit of its own: it is one
+    sparse product over at most ``tags.fuzzy_vocabulary`` tags, see ``filters/fuzzy.py``.)
+    See ``memory_core/validate.py``.
+    """
+
+    max_query_chars: int = 8_000
+    max_content_chars: int = 100_000
+    max_id_chars: int = 256
+    max_metadata_bytes: int = 16_384
+    max_metadata_depth: int = 8
+
+
+@dataclass(frozen=True)
 class EngineSpec:
     embed: EmbedSpec = field(default_factory=EmbedSpec)
     channels: ChannelsSpec = field(default_factory=ChannelsSpec)
@@ -379,6 +406,7 @@ class EngineSpec:
     escalate: EscalateSpec = field(default_factory=EscalateSpec)
     context_hits: ContextHitsSpec = field(default_factory=ContextHitsSpec)
     trace: TraceSpec = field(default_factory=TraceSpec)
+    limits: LimitsSpec = field(default_factory=LimitsSpec)
     # request ``channels`` default: hybrid (all channels on in ``channels``) | vector | bm25 | graph
     default_channels: str = "hybrid"
     # "accurate" needs a cross-encoder; an engine without one serves requests that omit

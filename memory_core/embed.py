@@ -38,6 +38,21 @@ def content_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+def clip_for_model(text: str, max_chars: int) -> str:
+    """``text`` as a model is given it: unchanged when short; otherwise whitespace runs
+    collapsed (a WordPiece tokenizer drops them anyway) and cut at ``max_chars`` characters,
+    far past what a 256-token window reads, so tokenizing a hostile 1 MB text costs no more
+    than a long one.
+
+    Example:
+        >>> clip_for_model("a   b", 3), clip_for_model("short", 100)
+        ('a b', 'short')
+    """
+    if len(text) <= max_chars:
+        return text
+    return " ".join(text[:max_chars * 4].split())[:max_chars]
+
+
 def resolve_model_path(model: str) -> str:
     """``packaged:all-MiniLM-L6-v2`` -> the wheel's model folder; anything else unchanged."""
     if model == PACKAGED_MINILM:
@@ -84,7 +99,8 @@ class SentenceTransformerEmbedder:
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        vecs = self._load().encode(list(texts), batch_size=self.spec.batch_size,
+        clipped = [clip_for_model(t, self.spec.max_model_chars) for t in texts]
+        vecs = self._load().encode(clipped, batch_size=self.spec.batch_size,
                                    normalize_embeddings=True, convert_to_numpy=True,
                                    show_progress_bar=False)
         return np.ascontiguousarray(vecs, dtype=np.float32)

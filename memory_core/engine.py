@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from memory_core import context as blocks
-from memory_core import pipeline
+from memory_core import index_files, pipeline
 from memory_core.cache import ResponseCache, TraceLog, cache_key
 from memory_core.channels.dense import DenseIndex
 from memory_core.config import EngineSpec
@@ -27,7 +27,7 @@ from memory_core.dedup import minhash_signature
 from memory_core.embed import Embedder, build_embedder, content_hash
 from memory_core.engine_routing import ROLES, RoutingMixin
 from memory_core.entities import extract_entities
-from memory_core.errors import ErrorCode, MemoryCoreError, invalid, not_found
+from memory_core.errors import MemoryCoreError, invalid, not_found
 from memory_core.filters.compile import compile_filter
 from memory_core.filters.scope import check_write_scopes
 from memory_core.receipts import build_receipt, new_receipt_id
@@ -40,6 +40,9 @@ from memory_core.times import (Clock, event_window, format_instant, normalize_in
                                system_clock)
 from memory_core.types import (Memory, MemoryType, Mode, Receipt, RetrieveRequest,
                                RetrieveResponse, SearchedEntry, Space, Tier, frozen_map)
+from memory_core.validate import (MAX_TAG_CHARS, check_clean, check_mapping, check_metadata,
+                                  check_text, text_problem)
+from memory_core.validate import check_reserved as _check_reserved
 
 WRITE_FIELDS = ("content", "timestamp", "tags", "user_id", "agent_id", "session_id", "metadata",
                 "document_id", "scopes")
@@ -76,8 +79,9 @@ class MemoryEngine(RoutingMixin):
              reranker: Reranker | None = None, router: Router | None = None) -> MemoryEngine:
         """Open (or create) a store directory, or an in-memory store for ``":memory:"``.
 
-        The vector index is loaded from ``<dir>/vectors`` when its stamp matches SQLite and
-        rebuilt from the stored embeddings otherwise. Accurate mode uses ``reranker`` when
+        The vector index is built from the embeddings stored in SQLite on a space's first use;
+        with ``channels.dense_persist`` it is saved to ``<dir>/vectors`` by :meth:`flush` and
+        loaded from there when the file checks out (see :mod:`memory_core.channels.dense`). Accurate mode uses ``reranker`` when
         given, else the cross-encoder ``spec.rerank`` resolves to (found now, loaded on first
         use; see :mod:`memory_core.rerank.models`). When none resolves, accurate mode is
         unavailable: asking for it is a 422 that says why, and requests that omit ``mode`` are
@@ -96,12 +100,15 @@ class MemoryEngine(RoutingMixin):
         else:
             root = Path(path)
             root.mkdir(parents=True, exist_ok=True)
-            store, vectors = Store(root / "memory.sqlite"), root / "vectors"
+            store = Store(root / "memory.sqlite")
+            index_files.remove_legacy_files(root / "vectors")  # pre-issue-21 unchecked copies
+            vectors = root / "vectors" if spec.channels.dense_persist else None
         return cls(store, DenseIndex(store, embedder.dim, vectors), embedder, spec, clock,
                    reranker, unavailable, router)
 
     def flush(self) -> None:
-        """Persist the vector index files (SQLite is always durable)."""
+        """Persist the vector index files when ``channels.dense_persist`` is on (SQLite, the
+        one durable copy of every memory and embedding, needs no flush)."""
         self._components.dense.save()
 
     def close(self) -> None:
@@ -127,16 +134,19 @@ class MemoryEngine(RoutingMixin):
             raise invalid("invalid_space_id", "space_id must be 1-128 characters of letters, "
                           "digits, '_', '.', ':' or '-', starting with a letter or digit",
                           "space_id")
-        if not isinstance(description, str):
-            raise invalid("wrong_type", "description must be a string", "description")
+        check_text(description, "description", self.spec.limits.max_content_chars,
+                   allow_empty=True, limit_name="max_content_chars")
         if not isinstance(default, bool):
             raise invalid("wrong_type", "default must be a boolean", "default")
         if members is None:
             members = {self.spec.owner: "owner"}
         if not isinstance(members, Mapping) or not members or not all(
-                isinstance(p, str) and p and r in ROLES for p, r in members.items()):
+                isinstance(p, str) and p and isinstance(r, str) and r in ROLES
+                for p, r in members.items()):
             raise invalid("invalid_members", f"members must map principals to one of "
                           f"{', '.join(ROLES)}", "members")
+        for p in members:
+            check_text(p, "members", self.spec.limits.max_id_chars, limit_name="max_id_chars")
         if self.store.get_space(space_id) is not None:
             raise invalid("space_exists", f"space {space_id!r} already exists", "space_id")
         space = Space(space_id, description, default, frozen_map(members),
@@ -150,18 +160,30 @@ class MemoryEngine(RoutingMixin):
             raise not_found("space", space_id)
         return space
 
-    def list_spaces(self) -> list[Space]:
-        return self.store.list_spaces()
+    def list_spaces(self, principal: str | None = None) -> list[Space]:
+        """The spaces ``principal`` (default: the store's owner) is a member of; a space one
+        may not see is never listed (issue 21: no read outside one's principal)."""
+        who = self.spec.owner if principal is None else check_text(
+            principal, "principal", self.spec.limits.max_id_chars, limit_name="max_id_chars")
+        return [s for s in self.store.list_spaces() if who in s.members]
 
     def _authorised(self, space_id: str, principal: str | None, need: str) -> Space:
         """The space, if ``principal`` holds at least role ``need`` in it; 404 otherwise
         (a space one may not see is reported exactly like a missing one)."""
+        self._check_ids(space_id, principal)
         space = self.store.get_space(space_id)
         who = principal if principal is not None else self.spec.owner
         role = None if space is None else space.members.get(who)
         if space is None or role is None or ROLES.index(role) < ROLES.index(need):
             raise not_found("space", space_id)
         return space
+
+    def _check_ids(self, space_id: Any, principal: Any) -> None:
+        """A space id and a principal are short valid strings (422 before any lookup)."""
+        ids = self.spec.limits.max_id_chars
+        check_text(space_id, "space_id", ids, limit_name="max_id_chars")
+        if principal is not None:
+            check_text(principal, "principal", ids, limit_name="max_id_chars")
 
     # -- writes -------------------------------------------------------------------------------
     def write(self, space_id: str | None = None, content: str | None = None,
@@ -178,6 +200,12 @@ class MemoryEngine(RoutingMixin):
         ``scopes``: scope paths (``"org/acme/team/payments"``) a request's ``lens`` matches.
         """
         if route is not None or space_id is None:
+            if isinstance(content, str):  # the router embeds it: checked first
+                check_text(content, "content", self.spec.limits.max_content_chars,
+                           limit_name="max_content_chars")
+            if principal is not None:
+                check_text(principal, "principal", self.spec.limits.max_id_chars,
+                           limit_name="max_id_chars")
             space_id = self._route_write(space_id, route, content, principal)
         item = {"content": content, "timestamp": timestamp, "tags": tags, "user_id": user_id,
                 "agent_id": agent_id, "session_id": session_id, "metadata": metadata,
@@ -210,9 +238,9 @@ class MemoryEngine(RoutingMixin):
             minhash=minhash_signature(text, self.spec.dedup), shares_passage=i > 0,
             scopes=c["scopes"], timestamp_sent=c["timestamp_sent"],
         ) for (c, i, text), vec in zip(pieces, vectors, strict=True)]
-        self._components.dense.prepare(space_id)
-        rowids = self.store.insert_batch(new)
-        self._components.dense.add(space_id, rowids, vectors)
+        with self._components.dense.writing(space_id):  # indexed once (channels/dense.py)
+            rowids = self.store.insert_batch(new)
+            self._components.dense.add(space_id, rowids, vectors)
         # one id per item: its first memory (the others follow it and share its passage)
         return [f"mem_{r}" for r, (_, i, _) in zip(rowids, pieces, strict=True) if i == 0]
 
@@ -260,16 +288,16 @@ class MemoryEngine(RoutingMixin):
             minhash=minhash_signature(checked["content"], self.spec.dedup), **scope,
             scopes=tuple(sorted(shared)),  # a note carries the scope paths all its sources share
         )
-        self._components.dense.prepare(space_id)
-        rowid = self.store.insert_batch([new])[0]
-        self._components.dense.add(space_id, [rowid], vec)
+        with self._components.dense.writing(space_id):
+            rowid = self.store.insert_batch([new])[0]
+            self._components.dense.add(space_id, [rowid], vec)
         return f"mem_{rowid}"
 
     def _check_item(self, space_id: str, index: int, item: Mapping[str, Any], now: str
                     ) -> dict[str, Any]:
         where = f"items[{index}]"
-        if not isinstance(item, Mapping):
-            raise invalid("wrong_type", f"{where} must be a mapping", where)
+        limits = self.spec.limits
+        check_mapping(item, where)
         unknown = sorted(set(item) - set(WRITE_FIELDS))
         if unknown:
             raise invalid("unknown_field", f"{where}: unknown field(s) {', '.join(unknown)}",
@@ -278,24 +306,26 @@ class MemoryEngine(RoutingMixin):
         if not isinstance(content, str) or not content.strip():
             raise invalid("empty_content", f"{where}.content must be a non-empty string",
                           "content")
+        check_text(content, "content", limits.max_content_chars, limit_name="max_content_chars")
         tags = item.get("tags") or ()
         if isinstance(tags, str) or not isinstance(tags, Sequence) or not all(
                 isinstance(t, str) and t.strip() for t in tags):
             raise invalid("wrong_type", f"{where}.tags must be a list of non-empty strings", "tags")
         if len(tags) > MAX_WRITE_TAGS:
             raise invalid("too_many_tags", f"{where}: at most {MAX_WRITE_TAGS} tags", "tags")
+        for t in tags:
+            check_text(t, "tags", MAX_TAG_CHARS, limit_name="max_tag_chars")
         self.check_reserved(tags)
-        metadata = item.get("metadata") or {}
-        if not isinstance(metadata, Mapping):
-            raise invalid("wrong_type", f"{where}.metadata must be a mapping", "metadata")
+        metadata = check_metadata(item.get("metadata"), "metadata", limits)
+        check_clean(item, where)  # scopes and anything else: valid text only
         # redaction first: store, passage, index, entities and blocks see only redacted text
         out: dict[str, Any] = {"content": self.redactor.apply(content.strip()),
                                "tags": tuple(dict.fromkeys(tags)),
-                               "metadata": dict(metadata)}
+                               "metadata": metadata}
         for key in ("user_id", "agent_id", "session_id", "document_id"):
             value = item.get(key)
-            if value is not None and (not isinstance(value, str) or not value.strip()):
-                raise invalid("wrong_type", f"{where}.{key} must be a non-empty string", key)
+            if value is not None:
+                check_text(value, key, limits.max_id_chars, limit_name="max_id_chars")
             out[key] = value
         ts = item.get("timestamp")
         out["timestamp"] = now if ts is None else normalize_instant(ts, "timestamp")
@@ -306,11 +336,7 @@ class MemoryEngine(RoutingMixin):
 
     def check_reserved(self, tags: Sequence[str]) -> None:
         """Tags under the reserved prefix are the engine's own: 422 ``reserved_tag``."""
-        prefix = self.spec.reserved_tag_prefix
-        bad = [t for t in tags if prefix and t.startswith(prefix)]
-        if bad:
-            raise MemoryCoreError(ErrorCode.RESERVED_TAG, "reserved_prefix",
-                                  f"tags under {prefix!r} are reserved: {', '.join(bad)}", "tags")
+        _check_reserved(tags, self.spec.reserved_tag_prefix, "tags")
 
     # -- reads --------------------------------------------------------------------------------
     def retrieve(self, request: Mapping[str, Any] | None = None, /, **fields: Any
@@ -327,7 +353,7 @@ class MemoryEngine(RoutingMixin):
 
     @staticmethod
     def _body(request: Mapping[str, Any] | None, fields: Mapping[str, Any]) -> dict[str, Any]:
-        body = dict(request or {})
+        body = {} if request is None else dict(check_mapping(request, "request"))
         overlap = set(body) & set(fields)
         if overlap:
             raise invalid("duplicate_field", f"given twice: {', '.join(sorted(overlap))}")
@@ -483,6 +509,8 @@ class MemoryEngine(RoutingMixin):
                               "or not at all, not as a request field", name)
         if not isinstance(session_id, str) or not session_id.strip():
             raise invalid("wrong_type", "session_id must be a non-empty string", "session_id")
+        check_text(session_id, "session_id", self.spec.limits.max_id_chars,
+                   limit_name="max_id_chars")
         if not isinstance(space_id, str) or not space_id.strip():
             raise invalid("wrong_type", "space_id must be a non-empty string", "space_id")
         principal = body.get("principal")
@@ -513,20 +541,40 @@ class MemoryEngine(RoutingMixin):
             body["context_hits"] = self.spec.context_hits.on_for_context
         return body
 
-    def get_receipt(self, receipt_id: str) -> Receipt:
+    def get_receipt(self, receipt_id: str, principal: str | None = None) -> Receipt:
         """A receipt, or the trace of any recent retrieve by its ``trace_id`` (the last
-        ``trace.keep`` are held in memory; ``receipt=True`` persists one in the store)."""
-        receipt = (self._traces.get(receipt_id) or self.store.get_receipt(receipt_id)
-                   if isinstance(receipt_id, str) else None)
-        if receipt is None:
-            raise not_found("receipt", str(receipt_id))
+        ``trace.keep`` are held in memory; ``receipt=True`` persists one in the store).
+
+        Only the principal whose request left it may read it, and the store's owner (the
+        operator: the dashboard and the workbench read every receipt); for anyone else it is
+        404 exactly like a missing one. Without ``principal`` the caller is the owner."""
+        if not isinstance(receipt_id, str) or text_problem(receipt_id) is not None:
+            raise not_found("receipt", repr(receipt_id)[:80])
+        who = self.spec.owner if principal is None else check_text(
+            principal, "principal", self.spec.limits.max_id_chars, limit_name="max_id_chars")
+        receipt = self._traces.get(receipt_id) or self.store.get_receipt(receipt_id)
+        owner = None if receipt is None else (receipt.request.get("principal")
+                                              or self.spec.owner)
+        if receipt is None or who not in (owner, self.spec.owner):
+            raise not_found("receipt", receipt_id)
         return receipt
 
-    def get_memory(self, memory_id: str) -> Memory:
+    def get_memory(self, memory_id: str, principal: str | None = None) -> Memory:
+        """A memory by id, if ``principal`` (default: the store's owner) may read its space;
+        404 otherwise, exactly like a missing id (ids are sequential: every by-id read is
+        authorised instead of relying on ids being hard to guess)."""
+        if principal is not None:
+            check_text(principal, "principal", self.spec.limits.max_id_chars,
+                       limit_name="max_id_chars")
         row = rowid_of(memory_id)
         found = self.store.get_memories([row]) if row is not None else {}
         if row not in found:
-            raise not_found("memory", str(memory_id))
+            raise not_found("memory", repr(memory_id)[:80] if not isinstance(memory_id, str)
+                            else memory_id)
+        try:
+            self._authorised(found[row].space_id, principal, "viewer")
+        except MemoryCoreError:
+            raise not_found("memory", memory_id) from None
         return found[row]
 
     def model_identity(self) -> dict[str, Any]:

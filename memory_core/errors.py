@@ -16,6 +16,7 @@ class ErrorCode(str, Enum):
     RESERVED_TAG = "reserved_tag"
     NOT_FOUND = "not_found"
     SEARCH_FAILED = "search_failed"  # every searched space failed (503; details per space)
+    STORE_DAMAGED = "store_damaged"  # the store's SQLite file cannot be read (500)
 
 
 _STATUS = {
@@ -25,6 +26,7 @@ _STATUS = {
     ErrorCode.RESERVED_TAG: 422,
     ErrorCode.NOT_FOUND: 404,
     ErrorCode.SEARCH_FAILED: 503,
+    ErrorCode.STORE_DAMAGED: 500,
 }
 
 
@@ -74,3 +76,15 @@ def invalid(reason: str, message: str, field: str | None = None) -> MemoryCoreEr
 def not_found(what: str, ident: str) -> MemoryCoreError:
     """Shorthand for a 404 ``not_found``."""
     return MemoryCoreError(ErrorCode.NOT_FOUND, f"{what}_missing", f"{what} {ident!r} does not exist")
+
+
+def store_damaged(path: str, cause: Exception) -> MemoryCoreError:
+    """A store file SQLite cannot read: 500 ``store_damaged`` naming the file.
+
+    Example:
+        >>> store_damaged("/data/memory.sqlite", Exception("file is not a database")).message
+        "the store file '/data/memory.sqlite' is damaged or not a memory_core store: file is not a database"
+    """
+    return MemoryCoreError(ErrorCode.STORE_DAMAGED, "unreadable_store",
+                           f"the store file {path!r} is damaged or not a memory_core store: "
+                           f"{cause}", "store")

@@ -18,6 +18,7 @@ from memory_core.filters.tag_groups import check_flat_tags, parse_groups, to_pla
 from memory_core.times import check_order, normalize_instant
 from memory_core.types import (BlockOrder, Include, MemoryType, Mode, Retrieval, RetrieveRequest,
                                ScopeView)
+from memory_core.validate import check_clean, check_mapping, check_text
 
 FIELDS = (
     "query", "space_id", "route", "limit", "min_score", "mode", "format", "context_max_tokens",
@@ -60,13 +61,11 @@ def _int(body: Mapping[str, Any], name: str, default: int | None, lo: int, hi: i
     return value
 
 
-def _str(body: Mapping[str, Any], name: str) -> str | None:
+def _str(body: Mapping[str, Any], name: str, max_chars: int | None = None) -> str | None:
     value = body.get(name)
     if value is None:
         return None
-    if not isinstance(value, str) or not value.strip():
-        raise invalid("wrong_type", f"{name} must be a non-empty string", name)
-    return value
+    return check_text(value, name, max_chars, limit_name="max_id_chars")
 
 
 def _choice(body: Mapping[str, Any], name: str, default: str, choices: tuple[str, ...]) -> str:
@@ -99,8 +98,7 @@ def parse_request(body: Mapping[str, Any], spec: EngineSpec = EngineSpec(),
     from ``unavailable`` when given). A request that omits ``mode`` gets ``spec.default_mode``,
     or fast mode when the default is unavailable; the engine records that fallback.
     """
-    if not isinstance(body, Mapping):
-        raise invalid("wrong_type", "a request must be a mapping of fields")
+    check_mapping(body, "request")
     unknown = sorted(set(body) - set(FIELDS))
     if unknown:
         raise invalid("unknown_field", f"unknown request field(s): {', '.join(unknown)}",
@@ -114,8 +112,10 @@ def parse_request(body: Mapping[str, Any], spec: EngineSpec = EngineSpec(),
         raise invalid("wrong_type", "query must be a string", "query")
     if not query.strip():
         raise invalid("empty_query", "query must not be empty", "query")
+    check_text(query, "query", spec.limits.max_query_chars, limit_name="max_query_chars")
 
-    space_id = _str(body, "space_id")
+    ids = spec.limits.max_id_chars
+    space_id = _str(body, "space_id", ids)
     route = body.get("route")
     check_target(space_id, route)
     if route is not None and route not in ROUTES:
@@ -167,12 +167,13 @@ def parse_request(body: Mapping[str, Any], spec: EngineSpec = EngineSpec(),
     tag_groups = None if body.get("tag_groups") is None else tuple(to_plain(parse_groups(
         body["tag_groups"], spec.tags, spec.reserved_tag_prefix)))
 
+    check_clean(body, "request")  # no lone surrogate or NUL anywhere (tags, lens, ...)
     return RetrieveRequest(
         query=query.strip(),
         space_id=space_id,
         route=route,
         max_targets=_int(body, "max_targets", None, 1, MAX_TARGETS_CAP),
-        fallback_space_id=_str(body, "fallback_space_id"),
+        fallback_space_id=_str(body, "fallback_space_id", ids),
         limit=_int(body, "limit", spec.default_limit, 1, spec.max_limit),  # type: ignore[arg-type]
         min_score=min_score,
         mode=mode,
@@ -192,11 +193,11 @@ def parse_request(body: Mapping[str, Any], spec: EngineSpec = EngineSpec(),
         tags=tags,
         tags_match=tags_match,
         tag_groups=tag_groups,
-        user_id=_str(body, "user_id"),
-        agent_id=_str(body, "agent_id"),
-        session_id=_str(body, "session_id"),
+        user_id=_str(body, "user_id", ids),
+        agent_id=_str(body, "agent_id", ids),
+        session_id=_str(body, "session_id", ids),
         receipt=_bool(body, "receipt", False),
-        principal=_str(body, "principal"),
+        principal=_str(body, "principal", ids),
         channels=Retrieval(_choice(body, "channels", spec.default_channels,
                                    tuple(r.value for r in Retrieval))),
         include=Include(_choice(body, "include", Include.BOTH.value,

@@ -2,7 +2,23 @@
 
 One store is one SQLite file (WAL) in the store directory, or an in-memory database for
 ``":memory:"``. Each ``insert_batch`` is one transaction: a batch is written whole or not at all.
-Embeddings live here too (float32 blobs), so the vector index can always be rebuilt.
+
+Storage (bytes per memory, measured by ``benchmarks/storage.py``):
+
+- every embedding is stored once, here, in its own table ``memory_vectors`` (float32 blob):
+  the durable copy the vector index is built from (the index file, when persisted, is a
+  checked cache of it). A memory row therefore stays small and many share a page;
+- MinHash signatures are kept as uint32 (datasketch's hash values are below 2**32, so this
+  is lossless) and read back as uint64;
+- new stores use 8 KiB pages, where five embedding rows (1,536 B each) fill a page with little
+  slack (4 KiB pages hold two, wasting a quarter of the page).
+
+Schema versions (``meta.schema_version``) migrate existing stores on open, in one transaction
+each: 2 moves embeddings out of ``memories`` and packs MinHash signatures; 3 zero-pads instants
+of years before 1000 (``999-...`` sorted after ``2024-...`` as text).
+
+A file SQLite cannot read (not a database, a damaged page) is a :class:`MemoryCoreError`
+``store_damaged`` naming the path, on open or on the first statement that meets the damage.
 """
 
 from __future__ import annotations
@@ -18,7 +34,12 @@ from typing import Any
 
 import numpy as np
 
+from memory_core.errors import store_damaged
 from memory_core.types import Memory, MemoryType, Receipt, Space, frozen_map
+
+SCHEMA_VERSION = 3
+PAGE_SIZE = 8192  # new stores only (see the module docstring)
+MINHASH_STORED = np.uint32  # on disk; read back as uint64 (what memory_core.dedup compares)
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -52,8 +73,11 @@ CREATE TABLE IF NOT EXISTS memories (
     user_id TEXT,
     agent_id TEXT,
     session_id TEXT,
-    embedding BLOB NOT NULL,
     minhash BLOB
+);
+CREATE TABLE IF NOT EXISTS memory_vectors (
+    rowid INTEGER PRIMARY KEY REFERENCES memories(rowid),
+    embedding BLOB NOT NULL
 );
 CREATE INDEX IF NOT EXISTS memories_space ON memories(space_id);
 CREATE INDEX IF NOT EXISTS memories_hash ON memories(space_id, content_hash);
@@ -183,14 +207,49 @@ class Store:
     def __init__(self, path: str | Path):
         self.path = str(path)
         self._lock = threading.RLock()
-        self._conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        try:
+            self._conn = sqlite3.connect(self.path, check_same_thread=False,
+                                         isolation_level=None)
+        except sqlite3.Error as exc:
+            raise store_damaged(self.path, exc) from exc
         self._conn.row_factory = sqlite3.Row
-        if self.path != ":memory:":
-            self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.execute("PRAGMA foreign_keys=ON")
-        self._conn.executescript(SCHEMA)
-        self._add_column("memories", "timestamp_sent", "TEXT")
-        self._migrate_fts_context()
+        with self._translated():
+            fresh = self._conn.execute("PRAGMA page_count").fetchone()[0] == 0
+            if fresh:
+                self._conn.execute(f"PRAGMA page_size={PAGE_SIZE}")
+            if self.path != ":memory:":
+                self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA foreign_keys=ON")
+            self._conn.executescript(SCHEMA)
+            self._migrate(fresh)
+            self._add_column("memories", "timestamp_sent", "TEXT")
+            self._migrate_fts_context()
+
+    @contextmanager
+    def _translated(self) -> Iterator[None]:
+        """SQLite's "this file is damaged" errors become ``store_damaged`` naming the path."""
+        try:
+            yield
+        except sqlite3.DatabaseError as exc:
+            if _is_damage(exc):
+                raise store_damaged(self.path, exc) from exc
+            raise
+
+    def _migrate(self, fresh: bool) -> None:
+        """Bring an existing store to :data:`SCHEMA_VERSION` (see the module docstring)."""
+        rows = self._conn.execute("SELECT value FROM meta WHERE key = 'schema_version'")
+        found = rows.fetchone()
+        version = int(found[0]) if found else (SCHEMA_VERSION if fresh else 1)
+        columns = {r[1] for r in self._conn.execute("PRAGMA table_info(memories)")}
+        if "embedding" not in columns and version < 2:
+            version = 2  # created by a schema that never had the column
+        with self.transaction() as c:
+            if version < 2:
+                _migrate_vectors(c)
+            if version < 3:
+                _migrate_instants(c)
+            c.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('schema_version', ?)",
+                      (str(SCHEMA_VERSION),))
 
     def _add_column(self, table: str, column: str, kind: str) -> None:
         """A column added after a store's creation (stores made by older code gain it, NULL)."""
@@ -205,7 +264,7 @@ class Store:
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
         """``BEGIN IMMEDIATE`` ... ``COMMIT``; any exception rolls the whole batch back."""
-        with self._lock:
+        with self._lock, self._translated():
             self._conn.execute("BEGIN IMMEDIATE")
             try:
                 yield self._conn
@@ -215,7 +274,7 @@ class Store:
             self._conn.execute("COMMIT")
 
     def _query(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
-        with self._lock:
+        with self._lock, self._translated():
             return self._conn.execute(sql, tuple(params)).fetchall()
 
     # -- meta ---------------------------------------------------------------------------------
@@ -258,15 +317,16 @@ class Store:
                 rowid = c.execute(
                     "INSERT INTO memories(space_id, content, content_hash, memory_type, passage_id,"
                     " document_id, metadata, entities, timestamp, recorded_at, occurred_start,"
-                    " occurred_end, user_id, agent_id, session_id, embedding, minhash, timestamp_sent)"
-                    " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    " occurred_end, user_id, agent_id, session_id, minhash, timestamp_sent)"
+                    " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                     (it.space_id, it.content, it.content_hash, it.memory_type.value, passage_id,
                      it.document_id, json.dumps(it.metadata, sort_keys=True),
                      json.dumps(list(it.entities)), it.timestamp, it.recorded_at,
                      it.occurred_start, it.occurred_end, it.user_id, it.agent_id, it.session_id,
-                     np.ascontiguousarray(it.embedding, dtype=np.float32).tobytes(), it.minhash,
-                     it.timestamp_sent),
+                     pack_minhash(it.minhash), it.timestamp_sent),
                 ).lastrowid
+                c.execute("INSERT INTO memory_vectors(rowid, embedding) VALUES (?, ?)",
+                          (rowid, np.ascontiguousarray(it.embedding, dtype=np.float32).tobytes()))
                 c.execute("INSERT INTO memories_fts(rowid, content, context) VALUES (?, ?, '')",
                           (rowid, it.content))
                 c.executemany("INSERT OR IGNORE INTO memory_tags VALUES (?, ?)",
@@ -429,18 +489,34 @@ class Store:
                            " ORDER BY m.rowid", (space_id, *flt.params))
         return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
 
-    def space_embeddings(self, space_id: str) -> tuple[np.ndarray, np.ndarray]:
-        """(rowids, float32 matrix) of every memory of a space, for rebuilding the vector index."""
-        rows = self._query("SELECT rowid, embedding FROM memories WHERE space_id = ? ORDER BY rowid",
+    def space_rowids(self, space_id: str) -> np.ndarray:
+        """Every row of a space, ascending."""
+        rows = self._query("SELECT rowid FROM memories WHERE space_id = ? ORDER BY rowid",
                            (space_id,))
-        ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-        if not rows:
-            return ids, np.zeros((0, 0), dtype=np.float32)
-        mat = np.stack([np.frombuffer(r[1], dtype=np.float32) for r in rows])
-        return ids, mat
+        return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+
+    def space_embeddings(self, space_id: str) -> tuple[np.ndarray, np.ndarray]:
+        """(rowids, float32 matrix) of every memory of a space, for building the vector index."""
+        rows = self._query("SELECT v.rowid, v.embedding FROM memory_vectors v JOIN memories m "
+                           "ON m.rowid = v.rowid WHERE m.space_id = ? ORDER BY v.rowid",
+                           (space_id,))
+        return _matrix(rows)
+
+    def embeddings_of(self, space_id: str, rowids: Iterable[int]
+                      ) -> tuple[np.ndarray, np.ndarray]:
+        """(rowids, float32 matrix) of the given rows of a space (others are left out)."""
+        ids = sorted({int(r) for r in rowids})
+        rows: list[sqlite3.Row] = []
+        for chunk in _chunks(ids, 500):
+            marks = ",".join("?" * len(chunk))
+            rows.extend(self._query(
+                "SELECT v.rowid, v.embedding FROM memory_vectors v JOIN memories m "
+                f"ON m.rowid = v.rowid WHERE m.space_id = ? AND v.rowid IN ({marks}) "
+                "ORDER BY v.rowid", (space_id, *chunk)))
+        return _matrix(rows)
 
     def space_stamp(self, space_id: str) -> tuple[int, int]:
-        """(count, max rowid) of a space: how the vector index file is checked for staleness."""
+        """(count, max rowid) of a space."""
         row = self._query("SELECT COUNT(*), COALESCE(MAX(rowid), 0) FROM memories "
                           "WHERE space_id = ?", (space_id,))[0]
         return int(row[0]), int(row[1])
@@ -465,13 +541,15 @@ class Store:
             "ORDER BY s, f.rowid LIMIT ?", (match, space_id, *flt.params, depth))
         return [(int(r[0]), -float(r[1])) for r in rows]
 
-    def tag_vocabulary(self, space_id: str, limit: int) -> list[tuple[str, int]]:
-        """The space's ``limit`` most used tags: ``[(tag, uses)]``, most used first (ties by
-        tag), the vocabulary fuzzy tag resolution compares names with."""
+    def tag_vocabulary(self, space_id: str, limit: int, visible: SqlFilter = SqlFilter()
+                       ) -> list[tuple[str, int]]:
+        """The ``limit`` most used tags of the space's memories that pass ``visible`` (the
+        request's scope): ``[(tag, uses)]``, most used first (ties by tag), the vocabulary
+        fuzzy tag resolution compares names with."""
         rows = self._query(
             "SELECT t.tag, COUNT(*) AS n FROM memory_tags t JOIN memories m "
-            "ON m.rowid = t.memory_rowid WHERE m.space_id = ? GROUP BY t.tag "
-            "ORDER BY n DESC, t.tag LIMIT ?", (space_id, limit))
+            f"ON m.rowid = t.memory_rowid WHERE m.space_id = ? AND ({visible.where}) "
+            "GROUP BY t.tag ORDER BY n DESC, t.tag LIMIT ?", (space_id, *visible.params, limit))
         return [(r[0], int(r[1])) for r in rows]
 
     def entity_keys(self, rowids: Iterable[int]) -> dict[int, list[str]]:
@@ -513,7 +591,7 @@ class Store:
             marks = ",".join("?" * len(chunk))
             for r in self._query(f"SELECT rowid, content_hash, minhash FROM memories "
                                  f"WHERE rowid IN ({marks})", chunk):
-                out[int(r[0])] = (r[1], r[2])
+                out[int(r[0])] = (r[1], unpack_minhash(r[2]))
         return out
 
     def notes_of(self, source_rowids: Iterable[int], flt: SqlFilter) -> dict[int, list[int]]:
@@ -608,6 +686,84 @@ def _refresh_turn_context(c: sqlite3.Connection, rowids: Sequence[int]) -> None:
                      .fetchone()) is not None]
         c.execute("UPDATE memories_fts SET context = ? WHERE rowid = ?",
                   ("\n".join(parts), rowid))
+
+
+def pack_minhash(signature: bytes | None) -> bytes | None:
+    """A uint64 MinHash signature (``memory_core.dedup``) as stored: uint32, half the bytes.
+
+    Example:
+        >>> sig = np.array([1, 2**32 - 1], dtype=np.uint64).tobytes()
+        >>> unpack_minhash(pack_minhash(sig)) == sig
+        True
+    """
+    if signature is None:
+        return None
+    values = np.frombuffer(signature, dtype=np.uint64)
+    if values.size and int(values.max()) >= 2**32:
+        raise ValueError("a MinHash value does not fit 32 bits")
+    return values.astype(MINHASH_STORED).tobytes()
+
+
+def unpack_minhash(stored: bytes | None) -> bytes | None:
+    """The stored uint32 signature back as uint64 bytes (what the dedup stage compares)."""
+    if stored is None:
+        return None
+    return np.frombuffer(stored, dtype=MINHASH_STORED).astype(np.uint64).tobytes()
+
+
+_DAMAGE_WORDS = ("malformed", "not a database", "corrupt", "disk i/o error")
+
+
+def _is_damage(exc: sqlite3.DatabaseError) -> bool:
+    """Whether SQLite says the file itself is damaged (not a constraint or a busy lock)."""
+    if isinstance(exc, sqlite3.IntegrityError | sqlite3.ProgrammingError):
+        return False
+    text = str(exc).lower()
+    return type(exc) is sqlite3.DatabaseError or any(w in text for w in _DAMAGE_WORDS)
+
+
+def _matrix(rows: Sequence[sqlite3.Row]) -> tuple[np.ndarray, np.ndarray]:
+    ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+    if not rows:
+        return ids, np.zeros((0, 0), dtype=np.float32)
+    mat = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32)
+    return ids, mat.reshape(len(rows), -1).copy()
+
+
+def _migrate_vectors(c: sqlite3.Connection) -> None:
+    """Schema 2: embeddings move to ``memory_vectors``; MinHash signatures packed to uint32."""
+    c.execute("INSERT OR IGNORE INTO memory_vectors(rowid, embedding) "
+              "SELECT rowid, embedding FROM memories")
+    c.execute("ALTER TABLE memories DROP COLUMN embedding")
+    rows = c.execute("SELECT rowid, minhash FROM memories WHERE minhash IS NOT NULL").fetchall()
+    c.executemany("UPDATE memories SET minhash = ? WHERE rowid = ?",
+                  [(pack_minhash(r[1]), r[0]) for r in rows])
+
+
+_INSTANT_COLUMNS = {"memories": ("timestamp", "recorded_at", "occurred_start", "occurred_end"),
+                    "spaces": ("created_at",), "receipts": ("created_at",)}
+
+
+def pad_instant(text: str) -> str:
+    """An instant written without zero padding (``999-01-01T...``) in the stored form.
+
+    Example:
+        >>> pad_instant("999-01-01T00:00:00.000000Z"), pad_instant("2024-06-01T00:00:00.000000Z")
+        ('0999-01-01T00:00:00.000000Z', '2024-06-01T00:00:00.000000Z')
+    """
+    year, sep, rest = text.partition("-")
+    return f"{year.zfill(4)}{sep}{rest}" if sep and year.isdigit() else text
+
+
+def _migrate_instants(c: sqlite3.Connection) -> None:
+    """Schema 3: zero-pad instants of years before 1000 (stored unpadded before)."""
+    for table, columns in _INSTANT_COLUMNS.items():
+        key = "rowid"
+        for col in columns:
+            rows = c.execute(f"SELECT {key}, {col} FROM {table} WHERE {col} IS NOT NULL "
+                             f"AND instr({col}, '-') BETWEEN 2 AND 4").fetchall()
+            c.executemany(f"UPDATE {table} SET {col} = ? WHERE {key} = ?",
+                          [(pad_instant(r[1]), r[0]) for r in rows])
 
 
 def _chunks(seq: Sequence[int], size: int) -> Iterator[list[int]]:

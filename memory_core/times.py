@@ -29,6 +29,7 @@ Example:
 
 from __future__ import annotations
 
+import bisect
 import functools
 import re
 from collections.abc import Callable
@@ -49,15 +50,24 @@ def system_clock() -> datetime:
     return datetime.now(UTC)
 
 
+MAX_INSTANT_CHARS = 64  # longer text is not an instant (422 before parsing)
+
+
 def parse_instant(value: object, field: str) -> datetime:
     """Parse an ISO-8601 instant (``2024-06-15T10:00:00Z``; a date alone means midnight UTC).
 
-    A naive time is taken as UTC. Anything else is a 422 ``validation_error`` naming ``field``.
+    A naive time is taken as UTC. The documented range is what UTC can hold:
+    ``0001-01-01T00:00:00Z`` to ``9999-12-31T23:59:59.999999Z``; an instant whose offset moves
+    it outside (``0001-01-01T00:00:00+14:00``) is 422 ``out_of_range``. Anything else that is
+    not an instant is a 422 ``malformed_instant`` naming ``field``.
     """
     if isinstance(value, datetime):
         dt = value
     elif isinstance(value, str) and value.strip():
         text = value.strip()
+        if len(text) > MAX_INSTANT_CHARS:
+            raise invalid("malformed_instant", f"{field} must be an ISO-8601 instant "
+                          f"(at most {MAX_INSTANT_CHARS} characters)", field)
         try:
             dt = datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith(("Z", "z")) else text)
         except ValueError:
@@ -68,12 +78,25 @@ def parse_instant(value: object, field: str) -> datetime:
                       f"{field} must be an ISO-8601 string, got {type(value).__name__}", field)
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=UTC)
-    return dt.astimezone(UTC)
+    try:
+        return dt.astimezone(UTC)
+    except (OverflowError, ValueError):
+        raise invalid("out_of_range", f"{field} is outside 0001-01-01T00:00:00Z .. "
+                      f"9999-12-31T23:59:59.999999Z once moved to UTC: {value!r}",
+                      field) from None
 
 
 def format_instant(dt: datetime) -> str:
-    """The one stored form: ``YYYY-MM-DDTHH:MM:SS.ffffffZ`` (sorts as text in time order)."""
-    return dt.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    """The one stored form: ``YYYY-MM-DDTHH:MM:SS.ffffffZ``, the year always four digits, so
+    text order is time order (``strftime("%Y")`` writes year 999 as ``999``).
+
+    Example:
+        >>> format_instant(datetime(999, 1, 2, tzinfo=UTC))
+        '0999-01-02T00:00:00.000000Z'
+    """
+    u = dt.astimezone(UTC)
+    return (f"{u.year:04d}-{u.month:02d}-{u.day:02d}T{u.hour:02d}:{u.minute:02d}:"
+            f"{u.second:02d}.{u.microsecond:06d}Z")
 
 
 def normalize_instant(value: object, field: str) -> str:
@@ -231,6 +254,52 @@ def _dateparser_read(text: str, base: datetime) -> tuple[datetime, str] | None:
     return data.date_obj.replace(tzinfo=UTC), data.period or "day"
 
 
+_MONTH_NUMBER = {name.lower(): i + 1 for i, name in enumerate(
+    ("January", "February", "March", "April", "May", "June", "July", "August", "September",
+     "October", "November", "December"))}
+_MONTH_NUMBER.update({name[:3].lower(): n for name, n in list(_MONTH_NUMBER.items())})
+_MONTH_NUMBER["sept"] = 9
+_DAY_WORD = re.compile(r"^(?:3[01]|[12]\d|0?[1-9])(?:st|nd|rd|th)?$", re.IGNORECASE)
+_SLASH_FULL = re.compile(r"^(\d{1,2})/(\d{1,2})/(\d{4})$")
+
+
+def _fast_read(text: str, base: datetime) -> tuple[datetime, str] | None:
+    """The common mention shapes read directly, as ``dateparser`` reads them (settings of
+    :func:`_dateparser_read`; parity is tested in ``tests/memory_core/test_time.py``), at a
+    microsecond each instead of milliseconds: ``M/D/YYYY``; ``[day [of]] Month [day] [year]``
+    with a month name or abbreviation. A missing year is ``base``'s; a missing day makes the
+    mention a month. Anything else returns None (``dateparser`` reads it). An impossible date
+    raises ``ValueError``, which :func:`find_mentions` treats as no date.
+
+    Example:
+        >>> _fast_read("3rd of June 2024", datetime(2020, 1, 1))
+        (datetime.datetime(2024, 6, 3, 0, 0, tzinfo=datetime.timezone.utc), 'day')
+        >>> _fast_read("Sept. 2023", datetime(2020, 1, 1))[1]
+        'month'
+    """
+    slash = _SLASH_FULL.match(text)
+    if slash:
+        month, day, year = (int(g) for g in slash.groups())
+        return datetime(year, month, day, tzinfo=UTC), "day"
+    words = [w for w in text.split(" ") if w.lower() != "of"]
+    month = day = year = None
+    for w in words:
+        key = w.rstrip(".").lower()
+        if key in _MONTH_NUMBER and month is None:
+            month = _MONTH_NUMBER[key]
+        elif _DAY_WORD.match(w) and day is None and year is None:
+            day = int(w.rstrip("stndrhSTNDRH"))
+        elif len(w) == 4 and w.isdigit() and year is None and month is not None:
+            year = int(w)
+        else:
+            return None
+    if month is None:
+        return None
+    if day is None:
+        return datetime(year or base.year, month, 1, tzinfo=UTC), "month"
+    return datetime(year or base.year, month, day, tzinfo=UTC), "day"
+
+
 def _number(word: str) -> int:
     word = " ".join(word.lower().split())
     return int(word) if word.isdigit() else _NUMBERS[word]
@@ -252,7 +321,8 @@ def _mention_window(kind: str, m: re.Match[str], base: datetime) -> Window | Non
         return Window(instant, instant)
     if kind in ("slash", "month_date", "prep_month"):
         text = m.group("m") if kind == "prep_month" else m.group(0)
-        read = _dateparser_read(" ".join(text.replace(",", " ").split()), _naive(base))
+        words = " ".join(text.replace(",", " ").split())
+        read = _fast_read(words, _naive(base)) or _dateparser_read(words, _naive(base))
         if read is None:
             return None
         dt, period = read
@@ -313,12 +383,12 @@ def find_mentions(text: str, base: datetime) -> list[TimeMention]:
     """
     if base.tzinfo is None:
         base = base.replace(tzinfo=UTC)
-    taken: list[tuple[int, int]] = []
+    taken = _Spans()
     found: list[TimeMention] = []
     for kind, pattern in _PATTERNS:
         for m in pattern.finditer(text):
             span = m.span("m") if kind == "prep_month" else m.span()
-            if any(span[0] < e and s < span[1] for s, e in taken):
+            if taken.overlaps(span):
                 continue
             try:
                 window = _mention_window(kind, m, base)
@@ -326,9 +396,36 @@ def find_mentions(text: str, base: datetime) -> list[TimeMention]:
                 window = None  # an impossible date ("2024-02-31") is not a date
             if window is None:
                 continue
-            taken.append(span)
+            taken.add(span)
             found.append(TimeMention(text[span[0]:span[1]], span, window))
     return sorted(found, key=lambda t: t.span)
+
+
+class _Spans:
+    """Disjoint ``[start, end)`` spans kept sorted: an overlap test is a binary search, so a
+    text with n mentions is scanned in O(n log n), not O(n^2) (16,000 mentions took 48 s).
+
+    Example:
+        >>> s = _Spans(); s.add((5, 9)); s.add((0, 2))
+        >>> s.overlaps((1, 3)), s.overlaps((2, 5)), s.overlaps((8, 12))
+        (True, False, True)
+    """
+
+    def __init__(self) -> None:
+        self.starts: list[int] = []
+        self.ends: list[int] = []
+
+    def overlaps(self, span: tuple[int, int]) -> bool:
+        start, end = span
+        i = bisect.bisect_right(self.starts, start)
+        if i > 0 and self.ends[i - 1] > start:  # the span starting at or before ours
+            return True
+        return i < len(self.starts) and self.starts[i] < end  # the next one
+
+    def add(self, span: tuple[int, int]) -> None:
+        i = bisect.bisect_right(self.starts, span[0])
+        self.starts.insert(i, span[0])
+        self.ends.insert(i, span[1])
 
 
 def text_window(text: str, base: datetime) -> Window | None:

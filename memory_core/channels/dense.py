@@ -4,25 +4,40 @@ Each space has an ``IndexIDMap2(IndexFlatIP)`` keyed by memory row, so results c
 as memory rows. When a request filters the space, the eligible rows are passed to faiss as an
 ``IDSelectorBatch``: an excluded memory is never scored, so it never takes a slot.
 
-Indexes persist to ``<store>/vectors/`` with a manifest of (count, max row) per space. On open,
-an index file that is missing or whose stamp disagrees with SQLite is rebuilt from the
-embeddings stored in SQLite.
+SQLite holds the one durable copy of every embedding; an index is built from it on a space's
+first use and kept in step afterwards:
+
+- **one writer at a time** (per engine, all spaces): :meth:`DenseIndex.writing` holds the index
+  lock from before a write's SQLite transaction until its rows are added, so no other thread
+  can catch the index up with those rows in between (which used to index them twice);
+  :meth:`add` and :meth:`_catch_up` skip rows the index already holds (``_held``);
+- rows written by another engine or process are picked up by :meth:`_catch_up` when the
+  space's version moves;
+- with ``directory`` set (``channels.dense_persist``), :meth:`save` writes each index through
+  :mod:`memory_core.index_files` (atomic, checksummed, stamped with the space id and the rows it
+  actually holds, under the cross-process writer lock), and a load checks the file against
+  SQLite's rows: any damage or disagreement rebuilds from SQLite and is logged and recorded in
+  :attr:`DenseIndex.rebuilt` / :attr:`DenseIndex.damage`.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 
+from memory_core import index_files
+from memory_core.index_files import DamageReason, IndexFileError, IndexHeader
 from memory_core.store import SqlFilter, Store
 from memory_core.types import Candidate, Channel, frozen_map
 
 log = logging.getLogger(__name__)
+
+KIND = "faiss-flat-ip"
 
 
 _FAISS_READY = False
@@ -45,31 +60,27 @@ def _faiss():
 
 
 class DenseIndex:
-    """Per-space faiss indexes over the store's embeddings."""
+    """Per-space faiss indexes over the store's embeddings (see the module docstring)."""
 
-    def __init__(self, store: Store, dim: int, directory: Path | None):
+    def __init__(self, store: Store, dim: int, directory: Path | None = None):
         self.store = store
         self.dim = dim
-        self.directory = directory
+        self.directory = directory  # None: nothing persisted (rebuilt from SQLite on first use)
         self._indexes: dict[str, object] = {}
+        self._held: dict[str, set[int]] = {}  # space -> rows its index holds
         self._synced: dict[str, int] = {}  # space -> store version the index has caught up with
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self.rebuilt: list[str] = []  # spaces rebuilt from SQLite at load (for tests and logs)
+        self.damage: list[tuple[str, DamageReason]] = []  # files refused at load, and why
 
     # -- lifecycle ----------------------------------------------------------------------------
     def _file(self, space_id: str) -> Path:
-        assert self.directory is not None
-        name = hashlib.sha1(space_id.encode()).hexdigest()[:16]
-        return self.directory / f"{name}.faiss"
-
-    def _manifest(self) -> dict[str, dict[str, int]]:
         if self.directory is None:
-            return {}
-        path = self.directory / "manifest.json"
-        return json.loads(path.read_text()) if path.exists() else {}
+            raise RuntimeError("this vector index is not persisted")
+        return self.directory / index_files.file_name(space_id)
 
     def _index_for(self, space_id: str):
-        """The space's index, loading or rebuilding it on first use, and catching up with rows
+        """The space's index, loading or building it on first use, and catching up with rows
         another engine wrote to the same store since (:meth:`_catch_up`)."""
         with self._lock:
             version = self.store.space_version(space_id)
@@ -80,68 +91,137 @@ class DenseIndex:
             elif self._synced.get(space_id) != version:
                 self._catch_up(space_id, index)
             self._synced[space_id] = version
-            return index
+            return self._indexes[space_id]  # _catch_up may have rebuilt it
+
+    def _new_index(self):
+        faiss = _faiss()
+        return faiss.IndexIDMap2(faiss.IndexFlatIP(self.dim))
+
+    def _add_rows(self, space_id: str, index, ids: np.ndarray, mat: np.ndarray) -> int:
+        """Add rows the index does not hold yet; returns how many were added."""
+        held = self._held.setdefault(space_id, set())
+        keep = np.fromiter((i for i, r in enumerate(ids.tolist()) if r not in held),
+                           dtype=np.int64)
+        if len(keep) == 0:
+            return 0
+        new_ids = np.asarray(ids, dtype=np.int64)[keep]
+        if len(set(new_ids.tolist())) != len(new_ids):
+            raise RuntimeError(f"the same row was given twice to the index of {space_id!r}")
+        index.add_with_ids(np.ascontiguousarray(np.asarray(mat, dtype=np.float32)[keep]),
+                           new_ids)
+        held.update(new_ids.tolist())
+        return len(new_ids)
 
     def _catch_up(self, space_id: str, index) -> None:
         """Add the space's rows the index lacks (written through another engine on the same
-        store: this engine's own writes are added by :meth:`add`)."""
-        count, _ = self.store.space_stamp(space_id)
-        if count == index.ntotal:
+        store: this engine's own writes are added by :meth:`add`). An index holding a row SQLite
+        does not have is rebuilt."""
+        held = self._held.setdefault(space_id, set())
+        count = self.store.count_memories(space_id)
+        if count == len(held):
             return
-        faiss = _faiss()
-        held = set(faiss.vector_to_array(index.id_map).tolist())
-        ids, mat = self.store.space_embeddings(space_id)
-        missing = np.fromiter((i for i, r in enumerate(ids) if int(r) not in held), dtype=np.int64)
-        if len(missing):
-            index.add_with_ids(np.ascontiguousarray(mat[missing]), ids[missing])
+        rows = self.store.space_rowids(space_id)
+        if not held <= set(rows.tolist()):
+            log.warning("vector index of %r holds rows SQLite lacks; rebuilding", space_id)
+            self._indexes[space_id] = index = self._build(space_id, DamageReason.ROWS_MISMATCH)
+            return
+        missing = np.fromiter((r for r in rows.tolist() if r not in held), dtype=np.int64)
+        ids, mat = self.store.embeddings_of(space_id, missing)
+        added = self._add_rows(space_id, index, ids, mat)
+        if added:
             log.info("vector index of %r caught up with %d rows written elsewhere", space_id,
-                     len(missing))
+                     added)
+
+    def _build(self, space_id: str, why: DamageReason | None = None):
+        """A fresh index of every row of the space, from SQLite."""
+        ids, mat = self.store.space_embeddings(space_id)
+        index = self._new_index()
+        self._held[space_id] = set()
+        if len(ids):
+            self._add_rows(space_id, index, ids, mat)
+        self._indexes[space_id] = index
+        if why is not None:
+            self.rebuilt.append(space_id)
+            self.damage.append((space_id, why))
+            log.warning("rebuilt vector index of space %r from SQLite (%d rows): %s", space_id,
+                        len(ids), why.value)
+        return index
 
     def _load(self, space_id: str):
+        """The saved index when its file checks out against SQLite, else a rebuild."""
+        if self.directory is None:
+            return self._build(space_id)
+        try:
+            index = self._read(space_id)
+        except IndexFileError as exc:
+            if exc.reason is DamageReason.MISSING and self.store.count_memories(space_id) == 0:
+                return self._build(space_id)
+            log.warning("vector index file of %r not used: %s", space_id, exc)
+            return self._build(space_id, exc.reason)
+        self._catch_up(space_id, index)  # an older (valid) copy gains the rows it lacks
+        return self._indexes.get(space_id, index)  # _catch_up may have rebuilt it
+
+    def _read(self, space_id: str):
+        """Read and check the space's file; raises :class:`IndexFileError`."""
         faiss = _faiss()
-        stamp = list(self.store.space_stamp(space_id))
-        if self.directory is not None:
-            entry = self._manifest().get(space_id)
-            path = self._file(space_id)
-            if entry and entry.get("stamp") == stamp and entry.get("dim") == self.dim \
-                    and path.exists():
-                return faiss.read_index(str(path))
-        ids, mat = self.store.space_embeddings(space_id)
-        index = faiss.IndexIDMap2(faiss.IndexFlatIP(self.dim))
-        if len(ids):
-            index.add_with_ids(mat, ids)
-        if stamp[0]:
-            self.rebuilt.append(space_id)
-            log.info("rebuilt vector index of space %r from SQLite (%d rows)", space_id, len(ids))
+        header, payload = index_files.read_index_file(self._file(space_id), space_id, KIND,
+                                                      self.dim)
+        try:
+            index = faiss.deserialize_index(np.frombuffer(payload, dtype=np.uint8))
+            ids = faiss.vector_to_array(index.id_map).astype(np.int64)
+        except (RuntimeError, AttributeError, ValueError) as exc:
+            raise IndexFileError(DamageReason.PAYLOAD, str(exc)) from None
+        if index.d != self.dim or len(ids) != header.count or \
+                index_files.ids_digest(ids) != header.ids_sha256:
+            raise IndexFileError(DamageReason.PAYLOAD, "payload disagrees with its header")
+        rows = set(self.store.space_rowids(space_id).tolist())
+        if not set(ids.tolist()) <= rows:
+            raise IndexFileError(DamageReason.ROWS_MISMATCH,
+                                 "the file holds rows this store does not have")
+        self._held[space_id] = set(ids.tolist())
         return index
 
     def prepare(self, space_id: str) -> None:
-        """Load the space's index before a write, so the rows about to be committed are added
-        exactly once (by :meth:`add`), never also picked up by a later load from SQLite."""
+        """Load the space's index (and catch it up) before a write."""
         self._index_for(space_id)
 
+    @contextmanager
+    def writing(self, space_id: str) -> Iterator[None]:
+        """Hold the index lock across a write: prepare, the SQLite commit, then :meth:`add`.
+
+        Nothing can catch the index up between the commit and the add, so every row is added
+        exactly once."""
+        with self._lock:
+            self._index_for(space_id)
+            yield
+
     def add(self, space_id: str, rowids: list[int], vectors: np.ndarray) -> None:
-        """Add freshly written rows (call :meth:`prepare` before their transaction)."""
+        """Add freshly written rows (inside :meth:`writing`, or after :meth:`prepare`)."""
         with self._lock:
             index = self._indexes.get(space_id)
             if index is None:
                 raise RuntimeError(f"vector index of {space_id!r} was not prepared before a write")
-            index.add_with_ids(np.ascontiguousarray(vectors, dtype=np.float32),
-                               np.asarray(rowids, dtype=np.int64))
+            self._add_rows(space_id, index, np.asarray(rowids, dtype=np.int64), vectors)
 
     def save(self) -> None:
-        """Write every loaded index and the manifest (no-op for an in-memory store)."""
+        """Write every loaded index (atomic, checksummed) and then the manifest, under the
+        cross-process writer lock; a no-op when the index is not persisted."""
         if self.directory is None:
             return
         faiss = _faiss()
-        self.directory.mkdir(parents=True, exist_ok=True)
-        manifest = self._manifest()
-        with self._lock:
+        with self._lock, index_files.writer_lock(self.directory):
+            index_files.remove_stale_temporaries(self.directory)
+            manifest = index_files.read_manifest(self.directory)
             for space_id, index in self._indexes.items():
-                faiss.write_index(index, str(self._file(space_id)))
-                manifest[space_id] = {"stamp": list(self.store.space_stamp(space_id)),
-                                      "dim": self.dim}
-        (self.directory / "manifest.json").write_text(json.dumps(manifest, indent=1))
+                payload = faiss.serialize_index(index).tobytes()
+                ids = np.fromiter(sorted(self._held.get(space_id, ())), dtype=np.int64)
+                header = IndexHeader.describe(space_id, KIND, self.dim, ids, payload)
+                path = self._file(space_id)
+                index_files.write_index_file(path, header, payload)
+                manifest[space_id] = {"file": path.name, "count": header.count,
+                                      "max_rowid": header.max_rowid,
+                                      "payload_sha256": header.payload_sha256}
+            index_files.write_manifest(self.directory, manifest)
 
     # -- search -------------------------------------------------------------------------------
     def search(self, space_id: str, query_vec: np.ndarray, flt: SqlFilter,

@@ -57,25 +57,31 @@ def as_of_filter(as_of: str | None) -> SqlFilter:
 
 
 class FuzzyResolver:
-    """Resolves fuzzy leaves against one space's tag vocabulary, loaded on first use, and
-    remembers what each named tag resolved to (for the receipt)."""
+    """Resolves fuzzy leaves against the tag vocabulary the request may see, loaded on first
+    use, and remembers what each named tag resolved to (for the receipt).
 
-    def __init__(self, store: Store, space_id: str, spec: EngineSpec):
+    ``visible`` is the request's scope (``user_id``/``agent_id``/``session_id``, ``lens``): the
+    vocabulary holds only tags of memories passing it, so a resolution (shown in the receipt)
+    never names a tag only another user's memories carry."""
+
+    def __init__(self, store: Store, space_id: str, spec: EngineSpec,
+                 visible: SqlFilter = SqlFilter()):
         self.store = store
         self.space_id = space_id
         self.spec = spec.tags
+        self.visible = visible
         self._vocabulary: fuzzy.Vocabulary | None = None
         self.resolved: dict[str, list[str]] = {}
 
     def __call__(self, tags: Sequence[str]) -> tuple[str, ...]:
         if self._vocabulary is None:
-            self._vocabulary = fuzzy.Vocabulary.build(
-                self.store.tag_vocabulary(self.space_id, self.spec.fuzzy_vocabulary))
+            self._vocabulary = fuzzy.Vocabulary.build(self.store.tag_vocabulary(
+                self.space_id, self.spec.fuzzy_vocabulary, self.visible))
         out: dict[str, None] = {}
-        for tag in tags:
-            found = fuzzy.resolve_tag(tag, self._vocabulary, self.spec)
-            self.resolved[tag] = list(found[1:])
-            out.update(dict.fromkeys(found))
+        for tag, found in zip(tags, self._vocabulary.candidates_many(tags, self.spec),
+                              strict=True):
+            self.resolved[tag] = [t for t, _ in found]
+            out.update(dict.fromkeys((tag, *self.resolved[tag])))
         return tuple(out)
 
 
@@ -85,15 +91,15 @@ def compile_filter(request: RetrieveRequest, store: Store, space_id: str, spec: 
 
     ``trace``, when given, receives what fuzzy resolution added per named tag.
     """
-    flt = scope_only_filter(request).and_(memory_type_filter(request))
-    flt = flt.and_(lens_filter(request.lens))
+    visible = scope_only_filter(request).and_(lens_filter(request.lens))
+    flt = visible.and_(memory_type_filter(request))
     if request.tags:
         flt = flt.and_(tags_sql(request.tags, Match(request.tags_match)))
     if request.tag_groups:
         nodes = parse_groups(list(request.tag_groups), spec.tags, spec.reserved_tag_prefix)
         resolver = None
         if any(leaf.resolve is Resolve.FUZZY for leaf in leaves(nodes)):
-            resolver = FuzzyResolver(store, space_id, spec)
+            resolver = FuzzyResolver(store, space_id, spec, visible)
         flt = flt.and_(compile_groups(nodes, resolver))
         if resolver is not None and trace is not None:
             trace["fuzzy"] = dict(resolver.resolved)

@@ -37,9 +37,11 @@ Example:
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
 
 from memory_core.config import TagFilterSpec
 
@@ -93,55 +95,96 @@ def split_namespace(tag: str) -> tuple[str | None, str]:
 
 @dataclass(frozen=True)
 class Vocabulary:
-    """A space's most used tags, indexed for resolution: per namespace, an inverted index from
-    trigram to the tags holding it, so scoring a name touches only tags sharing a trigram."""
+    """A space's most used tags (those the request may see), indexed for resolution.
+
+    Each tag is a row of a sparse 0/1 matrix over ``(namespace, trigram)`` columns, so the
+    shared-trigram counts of many names against the whole vocabulary are one sparse product
+    (``scipy.sparse``), and only pairs sharing a trigram in the same namespace are ever
+    scored. Cost is bounded by the product's non-zeros (at most names x vocabulary), in C:
+    the largest legal fuzzy filter (1,000 names) against a 5,000-tag vocabulary of one
+    namespace takes a fraction of a second, where a per-name Python walk took 7 s.
+    """
 
     tags: tuple[tuple[str, int], ...]
-    _rest: dict[str, str]
-    _grams: dict[str, frozenset[str]]
-    _index: dict[tuple[str | None, str], tuple[str, ...]]
-    _uses: dict[str, int]
+    _columns: dict[tuple[str | None, str], int]
+    _matrix: Any  # scipy.sparse.csr_matrix, tags x columns
+    _sizes: np.ndarray  # trigrams per tag
+    _lengths: np.ndarray  # len(rest) per tag
+    _uses: np.ndarray
+    _name_rank: np.ndarray  # position of each tag in name order (the last tie-break)
+    _row: dict[str, int]
 
     @classmethod
     def build(cls, tags_with_counts: Iterable[tuple[str, int]]) -> Vocabulary:
+        from scipy.sparse import csr_matrix
+
         tags = tuple(tags_with_counts)
-        rest: dict[str, str] = {}
-        grams: dict[str, frozenset[str]] = {}
-        index: dict[tuple[str | None, str], list[str]] = defaultdict(list)
+        columns: dict[tuple[str | None, str], int] = {}
+        indptr, indices, sizes, lengths = [0], [], [], []
         for tag, _ in tags:
             ns, tail = split_namespace(tag)
-            rest[tag] = tail
-            grams[tag] = trigrams(tail)
-            for g in grams[tag]:
-                index[(ns, g)].append(tag)
-        return cls(tags, rest, grams, {k: tuple(v) for k, v in index.items()},
-                   {t: c for t, c in tags})
+            grams = trigrams(tail)
+            indices.extend(columns.setdefault((ns, g), len(columns)) for g in grams)
+            indptr.append(len(indices))
+            sizes.append(len(grams))
+            lengths.append(len(tail))
+        matrix = csr_matrix((np.ones(len(indices), dtype=np.int32), indices, indptr),
+                            shape=(len(tags), max(len(columns), 1)))
+        names = [t for t, _ in tags]
+        rank = np.empty(len(tags), dtype=np.int64)
+        rank[np.argsort(np.array(names, dtype=object), kind="stable")] = np.arange(len(tags))
+        return cls(tags, columns, matrix, np.array(sizes, dtype=np.int64),
+                   np.array(lengths, dtype=np.int64),
+                   np.array([c for _, c in tags], dtype=np.int64), rank,
+                   {t: i for i, t in enumerate(names)})
 
     def __len__(self) -> int:
         return len(self.tags)
 
     def candidates(self, tag: str, spec: TagFilterSpec) -> list[tuple[str, float]]:
         """Vocabulary tags that ``tag`` resolves to, best first: ``[(tag, similarity)]``."""
-        ns, rest = split_namespace(tag)
-        if len(rest) < spec.fuzzy_min_chars:
-            return []
-        mine = trigrams(rest)
-        if not mine:
-            return []
-        shared: dict[str, int] = defaultdict(int)
-        for g in mine:
-            for other in self._index.get((ns, g), ()):
-                shared[other] += 1
-        tolerance = spec.fuzzy_length_tolerance * len(rest)
-        out: list[tuple[str, float]] = []
-        for other, common in shared.items():
-            if other == tag or abs(len(self._rest[other]) - len(rest)) > tolerance:
+        return self.candidates_many([tag], spec)[0]
+
+    def candidates_many(self, names: Sequence[str], spec: TagFilterSpec
+                        ) -> list[list[tuple[str, float]]]:
+        """:meth:`candidates` of every name, in one sparse product."""
+        from scipy.sparse import csr_matrix
+
+        out: list[list[tuple[str, float]]] = [[] for _ in names]
+        if not self.tags or not names:
+            return out
+        indptr, indices, sizes, lengths, own = [0], [], [], [], []
+        for name in names:
+            ns, rest = split_namespace(name)
+            grams = trigrams(rest) if len(rest) >= spec.fuzzy_min_chars else frozenset()
+            indices.extend(c for c in (self._columns.get((ns, g)) for g in grams)
+                           if c is not None)
+            indptr.append(len(indices))
+            sizes.append(len(grams))
+            lengths.append(len(rest))
+            own.append(self._row.get(name, -1))
+        query = csr_matrix((np.ones(len(indices), dtype=np.int32), indices, indptr),
+                           shape=(len(names), self._matrix.shape[1]))
+        shared = (query @ self._matrix.T).tocsr()  # names x tags: shared trigram counts
+        k, threshold = spec.fuzzy_max_per_tag, spec.fuzzy_threshold
+        for r in range(len(names)):
+            lo, hi = shared.indptr[r], shared.indptr[r + 1]
+            if lo == hi:
                 continue
-            score = common / (len(mine) + len(self._grams[other]) - common)
-            if score >= spec.fuzzy_threshold:
-                out.append((other, score))
-        out.sort(key=lambda p: (-p[1], -self._uses[p[0]], p[0]))
-        return out[:spec.fuzzy_max_per_tag]
+            cols = shared.indices[lo:hi].astype(np.int64)
+            common = shared.data[lo:hi].astype(np.int64)
+            score = common / (sizes[r] + self._sizes[cols] - common)
+            keep = ((score >= threshold) & (cols != own[r])
+                    & (np.abs(self._lengths[cols] - lengths[r])
+                       <= spec.fuzzy_length_tolerance * lengths[r]))
+            cols, score = cols[keep], score[keep]
+            if len(cols) > k:  # only the k best (and any tied with the k-th) need ordering
+                kth = np.partition(score, len(score) - k)[len(score) - k]
+                cols, score = cols[score >= kth], score[score >= kth]
+            order = np.lexsort((self._name_rank[cols], -self._uses[cols], -score))[:k]
+            out[r] = [(self.tags[c][0], float(v))
+                      for c, v in zip(cols[order].tolist(), score[order].tolist(), strict=True)]
+        return out
 
 
 def resolve_tag(tag: str, vocabulary: Vocabulary, spec: TagFilterSpec = TagFilterSpec()
@@ -155,6 +198,6 @@ def resolve_tags(tags: Sequence[str], vocabulary: Vocabulary,
                  spec: TagFilterSpec = TagFilterSpec()) -> tuple[str, ...]:
     """Every named tag plus its resolutions, first-seen order, no repeats."""
     out: dict[str, None] = {}
-    for tag in tags:
-        out.update(dict.fromkeys(resolve_tag(tag, vocabulary, spec)))
+    for tag, found in zip(tags, vocabulary.candidates_many(tags, spec), strict=True):
+        out.update(dict.fromkeys((tag, *(t for t, _ in found))))
     return tuple(out)

@@ -30,7 +30,8 @@ message name the rule):
 - a tag under the reserved prefix is 422 ``reserved_tag``.
 
 Example:
-    >>> from memory_core.config import TagFilterSpec
+    >>> from memory_core import validate
+from memory_core.config import TagFilterSpec
     >>> nodes = parse_groups([{"or": [{"tags": ["team:a"]}, {"tags": ["team:b"],
     ...                                 "match": "any"}]}], TagFilterSpec(), "anona:")
     >>> to_plain(nodes)[0]["or"][0]
@@ -45,8 +46,9 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+from memory_core import validate
 from memory_core.config import TagFilterSpec
-from memory_core.errors import ErrorCode, MemoryCoreError, invalid
+from memory_core.errors import invalid
 from memory_core.store import SqlFilter
 
 
@@ -101,12 +103,10 @@ _OPS = ("and", "or", "not")
 
 
 def check_reserved(tags: Sequence[str], prefix: str, field: str) -> None:
-    """Tags under the reserved prefix belong to the engine: 422 ``reserved_tag``."""
-    bad = [t for t in tags if prefix and t.startswith(prefix)]
-    if bad:
-        raise MemoryCoreError(ErrorCode.RESERVED_TAG, "reserved_prefix",
-                              f"{field}: tags under {prefix!r} are reserved: {', '.join(bad)}",
-                              field)
+    """Tags under the reserved prefix belong to the engine: 422 ``reserved_tag``. The test
+    runs on a normalised form (:func:`memory_core.validate.reserved_form`), so ``ANONA:x`` or
+    a fullwidth or zero-width-spaced spelling is reserved too."""
+    validate.check_reserved(tags, prefix, field)
 
 
 def _tag_list(value: Any, where: str, field: str) -> tuple[str, ...]:
@@ -116,6 +116,8 @@ def _tag_list(value: Any, where: str, field: str) -> tuple[str, ...]:
         raise invalid("empty_tags", f"{where}: tags must be a non-empty list", field)
     if not all(isinstance(t, str) and t.strip() for t in value):
         raise invalid("wrong_type", f"{where}: every tag must be a non-empty string", field)
+    for t in value:
+        validate.check_text(t, field, validate.MAX_TAG_CHARS, limit_name="max_tag_chars")
     return tuple(dict.fromkeys(value))
 
 

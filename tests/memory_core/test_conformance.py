@@ -219,7 +219,6 @@ def test_get_context_route_is_422(chat):
 
 
 # -- 7. reserved prefix ignores case (normalisation is issue 21's) ----------------------------
-@pytest.mark.xfail(strict=False, reason="issue 21")
 def test_reserved_prefix_ignores_case(engine):
     engine.create_space("r")
     for tags in (["ANONA:x"], ["Anona:team"]):

@@ -220,24 +220,31 @@ def test_include_source_attaches_passage_not_in_block(filled):
 
 
 def test_reopen_gives_back_memories_and_rebuilds_stale_index(tmp_path, hash_embedder):
+    import dataclasses
+
+    from memory_core.config import EngineSpec
+
+    spec = EngineSpec()
+    spec = dataclasses.replace(spec, channels=dataclasses.replace(spec.channels,
+                                                                  dense_persist=True))
     path = tmp_path / "store"
-    with MemoryEngine.open(path, embedder=hash_embedder) as eng:
+    with MemoryEngine.open(path, spec=spec, embedder=hash_embedder) as eng:
         eng.create_space("s")
         ids = eng.write_many("s", [{"content": f"memory number {i} about topic {i % 3}"}
                                    for i in range(20)])
-    crashed = MemoryEngine.open(path, embedder=hash_embedder)
+    crashed = MemoryEngine.open(path, spec=spec, embedder=hash_embedder)
     resp = crashed.retrieve(query="memory number 7", space_id="s", limit=3)
     assert resp.results[0].memory_id == ids[7]
     assert crashed._components.dense.rebuilt == []  # loaded from its file
     crashed.write("s", "a later memory about zebras")  # the index file is now stale on disk
     crashed.store.close()  # a crash: SQLite committed, the vector index never flushed
-    with MemoryEngine.open(path, embedder=hash_embedder) as eng:
+    with MemoryEngine.open(path, spec=spec, embedder=hash_embedder) as eng:
         resp = eng.retrieve(query="zebras later", space_id="s", limit=1)
         assert resp.results[0].content == "a later memory about zebras"
-        assert eng._components.dense.rebuilt == ["s"]
-    for f in (path / "vectors").glob("*.faiss"):
+        assert eng._components.dense.rebuilt == []  # the older file was caught up, not refused
+        assert len(eng._components.dense._held["s"]) == 21
+    for f in (path / "vectors").glob("*.idx"):
         f.unlink()
-    with MemoryEngine.open(path, embedder=hash_embedder) as eng:
+    with MemoryEngine.open(path, spec=spec, embedder=hash_embedder) as eng:
         assert eng.retrieve(query="zebras", space_id="s", limit=1).results
         assert eng._components.dense.rebuilt == ["s"]
-        assert eng.store.count_memories("s") == 21

@@ -316,3 +316,38 @@ def test_time_fields_accept_offsets_and_dates(events):
     eng, names = events
     assert _window(eng, names, occurred_after="2024-07-01T02:00:00+02:00") == {"ts_july"}
     assert _window(eng, names, occurred_before="2024-03-31") == {"march"}
+
+
+def test_fast_date_reading_agrees_with_dateparser_on_every_shape():
+    """Parity with the reference reader (dateparser) for the shapes read without it."""
+    import random
+    from datetime import datetime
+
+    from memory_core.times import _dateparser_read, _fast_read
+
+    rng = random.Random(7)
+    names = ["January", "Feb", "March", "Apr", "May", "June", "Jul", "Aug", "Sept", "Sep",
+             "October", "Nov", "December", "Jan."]
+    shapes = []
+    for _ in range(150):
+        m, d, y = rng.choice(names), rng.randint(1, 31), rng.randint(1950, 2035)
+        suffix = rng.choice(["", "st", "th"]) if d in (1, 4, 21) else ""
+        shapes += [f"{m} {d}{suffix} {y}", f"{d}{suffix} {m} {y}", f"{d} of {m} {y}",
+                   f"{m} {y}", f"{m} {d}", f"{d} {m}", f"{rng.randint(1, 12)}/{d}/{y}"]
+    shapes += ["June", "December", "Sept"]
+    checked = 0
+    for text in shapes:
+        base = datetime(rng.randint(1990, 2030), rng.randint(1, 12), rng.randint(1, 28))
+        try:
+            fast = _fast_read(text, base)
+        except ValueError:
+            fast = "impossible"
+        ref = _dateparser_read(text, base)
+        if fast is None:
+            continue  # not a fast shape: dateparser reads it
+        checked += 1
+        if fast == "impossible":
+            assert ref is None, text
+        else:
+            assert ref is not None and (fast[0], fast[1]) == (ref[0], ref[1]), (text, base)
+    assert checked > 1000

@@ -94,8 +94,8 @@ def test_store_without_context_column_is_migrated_on_open(tmp_path):
     """)
     for i, text in enumerate(["Bob: Did you visit the museum?", "Alice: Yes, last Tuesday!"]):
         con.execute("INSERT INTO memories(rowid, space_id, content, content_hash, memory_type, "
-                    "metadata, entities, timestamp, recorded_at, session_id, embedding) "
-                    "VALUES (?, 's', ?, ?, 'fact', '{}', '[]', ?, ?, 'x', x'00')",
+                    "metadata, entities, timestamp, recorded_at, session_id) "
+                    "VALUES (?, 's', ?, ?, 'fact', '{}', '[]', ?, ?, 'x')",
                     (i + 1, text, f"h{i}", T, T))
         con.execute("INSERT INTO memories_fts(rowid, content) VALUES (?, ?)", (i + 1, text))
     con.commit()
