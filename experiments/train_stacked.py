@@ -76,11 +76,14 @@ class ModelSpec:
 
 @dataclass(frozen=True)
 class CalibrationSpec:
-    """``CalibratedClassifierCV(method, cv=GroupKFold(folds))``; ``bins`` for the ECE."""
+    """``CalibratedClassifierCV(method, cv=GroupKFold(folds), ensemble=ensemble)``; ``bins``
+    for the ECE. ``ensemble: false``: one model fitted on every training row, its calibrator
+    fitted on the out-of-fold predictions (one model to run when serving, not ``folds``)."""
 
     method: str = "isotonic"
     folds: int = 3
     bins: int = 10
+    ensemble: bool = False
 
     def __post_init__(self) -> None:
         if self.method not in ("isotonic", "sigmoid"):
@@ -259,7 +262,8 @@ def build_model(recipe: StackedRecipe, groups: np.ndarray):
     from memory_core.rerank.sk_parts import DropEmptyColumns
 
     return CalibratedClassifierCV(make_pipeline(DropEmptyColumns(), hgb),
-                                  method=recipe.calibration.method, cv=folds)
+                                  method=recipe.calibration.method, cv=folds,
+                                  ensemble=recipe.calibration.ensemble)
 
 
 def expected_calibration_error(p: np.ndarray, y: np.ndarray, bins: int = 10) -> float:
