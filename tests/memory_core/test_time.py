@@ -226,7 +226,7 @@ def test_temporal_channel_boosts_the_window_and_removes_nothing(quarterly):
     assert stages["temporal"] == 3
     # a window holding nothing boosts nothing and still removes nothing
     empty = eng.retrieve(query="team status report from last quarter", space_id="s", limit=6,
-                         query_timestamp="2020-05-20T00:00:00Z")
+                         query_timestamp="2020-05-20T00:00:00Z", mode="fast")
     assert [r.memory_id for r in empty.results] == [r.memory_id for r in plain.results]
 
 
