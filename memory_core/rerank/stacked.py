@@ -40,6 +40,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import math
@@ -159,6 +160,18 @@ def load_stacked(path: str | Path | None = None) -> StackedModel:
     if not file.is_file():
         raise _unavailable(f"no stacked relevance model at {file}; train one with `python -m "
                            "experiments.train_reranker` or set rerank.stacked_model")
+    card_file = folder / CARD_FILE
+    stamp = [(f.stat().st_mtime_ns, f.stat().st_size) if f.is_file() else None
+             for f in (file, card_file)]
+    return _load(str(folder.resolve()), tuple(stamp))
+
+
+@functools.lru_cache(maxsize=8)
+def _load(folder_name: str, stamp: tuple) -> StackedModel:
+    """One load per folder and file version (``stamp``: mtime and size of the model file and
+    card); engines opened on the same model share the read-only estimator."""
+    folder = Path(folder_name)
+    file = folder / MODEL_FILE
     import joblib
 
     try:
