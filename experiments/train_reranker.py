@@ -1,8 +1,14 @@
-"""``python -m experiments.train_reranker``: train the project's own cross-encoder (accurate mode).
+"""``python -m experiments.train_reranker``: train accurate mode's scorer.
 
-    python -m experiments.train_reranker                                # the default recipe
-    python -m experiments.train_reranker train.max_steps=600 force=true # longer, retrain
-    python -m experiments.train_reranker rerank/recipe=for_longmemeval  # to evaluate LongMemEval
+    python -m experiments.train_reranker                 # scorer=stacked: the packaged default
+    python -m experiments.train_reranker scorer=cross_encoder                    # the cross-encoder
+    python -m experiments.train_reranker scorer=cross_encoder train.max_steps=600 force=true
+    python -m experiments.train_reranker scorer=cross_encoder rerank/recipe=for_longmemeval
+
+``scorer=stacked`` (the default) trains the calibrated stacked relevance model with the recipe
+under ``stacked:`` (see :mod:`experiments.train_stacked`) and writes it over the packaged
+default ``memory_core/rerank/trained/stacked_default/`` (``stacked.out`` elsewhere). The rest of
+this docstring is the cross-encoder (``scorer=cross_encoder``).
 
 The recipe (``conf/train_reranker.yaml`` plus a ``conf/rerank/recipe/<name>.yaml`` preset):
 
@@ -678,14 +684,18 @@ def prepare_reranker(cfg: DictConfig, spec: EngineSpec, dataset: Dataset
                      ) -> tuple[EngineSpec, dict[str, Any]]:
     """For ``experiments.run``: pick and (once) train the cross-encoder accurate mode needs.
 
-    Only when ``accurate`` is in ``eval.modes``. ``eval.reranker_by_dataset`` maps an evaluated
+    Only when ``accurate`` is in ``eval.modes`` and ``rerank.scorer`` is ``cross_encoder`` (the
+    default stacked scorer ships in the package: nothing is trained). ``eval.reranker_by_dataset`` maps an evaluated
     benchmark family to the trained model to use instead of ``default`` (LongMemEval ->
     ``for_longmemeval``, trained without it); ``eval.train_reranker: false`` never trains
     (accurate mode is then unavailable until the model exists).
     """
     if "accurate" not in list(cfg.eval.modes):
         return spec, {}
-    info: dict[str, Any] = {"trained": spec.rerank.trained, "model": spec.rerank.model}
+    if spec.rerank.scorer == "stacked":  # a packaged model (or rerank.stacked_model): no training
+        return spec, {"scorer": "stacked", "stacked_model": spec.rerank.stacked_model}
+    info: dict[str, Any] = {"scorer": spec.rerank.scorer, "trained": spec.rerank.trained,
+                            "model": spec.rerank.model}
     choice = (to_plain(cfg.eval.get("reranker_by_dataset")) or {}).get(family(dataset.name))
     if spec.rerank.model is None and spec.rerank.trained == "default" and choice:
         spec = dataclasses.replace(spec, rerank=dataclasses.replace(spec.rerank, trained=choice))
@@ -698,9 +708,16 @@ def prepare_reranker(cfg: DictConfig, spec: EngineSpec, dataset: Dataset
 def reranker_split(engine: MemoryEngine, dataset: Dataset, queries: Sequence[QueryDef],
                    modes: Sequence[str]) -> dict[str, Any]:
     """:func:`split_check` for a run that scores accurate mode (``{}`` otherwise)."""
-    if "accurate" not in modes or engine.reranker is None:
+    if "accurate" not in modes:
         return {}
-    card = engine.reranker.identity().get("card")
+    if engine.spec.rerank.scorer == "stacked":
+        if engine.scorer is None:
+            return {}
+        card = engine.scorer.identity().get("card")
+    elif engine.reranker is None:
+        return {}
+    else:
+        card = engine.reranker.identity().get("card")
     return {"split": split_check(card, dataset,
                                  {str(q.conversation or q.gold_space) for q in queries})}
 
@@ -709,6 +726,20 @@ def reranker_split(engine: MemoryEngine, dataset: Dataset, queries: Sequence[Que
 def main(cfg: DictConfig) -> None:
     """Hydra entry point: train (or keep) the recipe's model and print its card."""
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    scorer = str(cfg.get("scorer", "stacked"))
+    if scorer == "stacked":
+        from experiments.train_stacked import (command_line, stacked_recipe_from_mapping,
+                                               train_stacked)
+
+        stacked = stacked_recipe_from_mapping(to_plain(cfg.stacked))
+        folder, card = train_stacked(stacked, spec=engine_spec(cfg), data_dir=cfg.paths.data_dir,
+                                     progress=bool(cfg.progress),
+                                     command=command_line(cfg.paths.data_dir))
+        print((folder / "MODEL_CARD.md").read_text())
+        print(f"model: {folder}")
+        return
+    if scorer != "cross_encoder":
+        raise ValueError(f"unknown scorer {scorer!r}; valid: stacked, cross_encoder")
     recipe = recipe_from_config(cfg)
     result = train(recipe, spec=engine_spec(cfg), data_dir=cfg.paths.data_dir,
                    cache_dir=cfg.paths.cache_dir, progress=bool(cfg.progress),

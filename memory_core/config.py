@@ -182,11 +182,17 @@ class WriteSpec:
 
 
 RERANK_FAILURE_MODES = ("error", "fallback")
+RERANK_SCORERS = ("stacked", "cross_encoder")
 
 
 @dataclass(frozen=True)
 class RerankSpec:
-    """Accurate mode's cross-encoder (``memory_core/rerank/``).
+    """Accurate mode's scorer (``memory_core/rerank/``).
+
+    ``scorer``: ``stacked`` (default; :mod:`memory_core.rerank.stacked`, a calibrated model over
+    first-stage evidence loaded from ``stacked_model``, a folder; ``None``: the model shipped in
+    the package) or ``cross_encoder`` (the cross-encoder below scores alone). A stacked model
+    trained with the cross-encoder feature also needs the cross-encoder below.
 
     ``model``: a local cross-encoder folder or a Hugging Face id (used only where it is in the
     local hub cache, or a hub is reachable and ``HF_HUB_OFFLINE`` is unset). ``None``: the
@@ -198,6 +204,8 @@ class RerankSpec:
     position scores and records the fallback in the receipt and the response.
     """
 
+    scorer: str = "stacked"
+    stacked_model: str | None = None
     model: str | None = None
     trained: str = "default"
     pool: int = 50
@@ -208,6 +216,9 @@ class RerankSpec:
     cache_dir: str | None = None  # None: $MEMORY_CORE_CACHE or ~/.cache/memory_core
 
     def __post_init__(self) -> None:
+        if self.scorer not in RERANK_SCORERS:
+            raise ValueError(f"unknown rerank.scorer {self.scorer!r}; valid: "
+                             f"{', '.join(RERANK_SCORERS)}")
         if self.on_failure not in RERANK_FAILURE_MODES:
             raise ValueError(f"unknown rerank.on_failure {self.on_failure!r}; valid: "
                              f"{', '.join(RERANK_FAILURE_MODES)}")

@@ -34,6 +34,7 @@ from memory_core.receipts import build_receipt, new_receipt_id
 from memory_core.redact import Redactor
 from memory_core.request import parse_request
 from memory_core.rerank.cross_encoder import CrossEncoderReranker, Reranker
+from memory_core.rerank.stacked import RelevanceModel, load_stacked
 from memory_core.routing import Router, build_router
 from memory_core.store import NewMemory, Store, rowid_of
 from memory_core.times import (Clock, event_window, format_instant, normalize_instant,
@@ -55,18 +56,20 @@ class MemoryEngine(RoutingMixin):
 
     def __init__(self, store: Store, dense: DenseIndex, embedder: Embedder, spec: EngineSpec,
                  clock: Clock = system_clock, reranker: Reranker | None = None,
-                 rerank_unavailable: str | None = None, router: Router | None = None):
+                 rerank_unavailable: str | None = None, router: Router | None = None,
+                 scorer: RelevanceModel | None = None):
         self.spec = spec
         self.store = store
         self.embedder = embedder
         self.clock = clock
-        self.reranker = reranker
-        # why accurate mode is unavailable (None when a reranker is present)
-        self.rerank_unavailable = None if reranker is not None else (
-            rerank_unavailable or "no cross-encoder was given to this engine")
+        self.reranker = reranker   # the cross-encoder (scorer or stacked feature), if any
+        self.scorer = scorer       # the stacked relevance model (rerank.scorer=stacked)
+        # why accurate mode is unavailable (None when its scorer is present)
+        self.rerank_unavailable = _accurate_unavailable(spec, reranker, scorer,
+                                                        rerank_unavailable)
         self.redactor = Redactor.from_spec(spec.redact)  # a bad pattern fails here, at start
         self._components = pipeline.Components(store, dense, embedder, spec, reranker,
-                                               clock=clock)
+                                               clock=clock, scorer=scorer)
         # route="auto": the injected router, else the one spec.routing names
         self.router = router if router is not None else build_router(spec.routing, embedder)
         self.cache = ResponseCache(spec.cache)  # tier "cache" (memory_core/cache.py)
@@ -76,21 +79,35 @@ class MemoryEngine(RoutingMixin):
     @classmethod
     def open(cls, path: str | Path, spec: EngineSpec | None = None,
              embedder: Embedder | None = None, clock: Clock = system_clock,
-             reranker: Reranker | None = None, router: Router | None = None) -> MemoryEngine:
+             reranker: Reranker | None = None, router: Router | None = None,
+             scorer: RelevanceModel | None = None) -> MemoryEngine:
         """Open (or create) a store directory, or an in-memory store for ``":memory:"``.
 
         The vector index is built from the embeddings stored in SQLite on a space's first use;
         with ``channels.dense_persist`` it is saved to ``<dir>/vectors`` by :meth:`flush` and
-        loaded from there when the file checks out (see :mod:`memory_core.channels.dense`). Accurate mode uses ``reranker`` when
-        given, else the cross-encoder ``spec.rerank`` resolves to (found now, loaded on first
-        use; see :mod:`memory_core.rerank.models`). When none resolves, accurate mode is
-        unavailable: asking for it is a 422 that says why, and requests that omit ``mode`` are
-        served in fast mode with that fallback recorded in the response and the receipt.
+        loaded from there when the file checks out (see :mod:`memory_core.channels.dense`).
+        Accurate mode scores with
+        ``spec.rerank.scorer``: ``stacked`` uses ``scorer`` when given, else the model folder
+        ``rerank.stacked_model`` (default: the one shipped in the package; see
+        :mod:`memory_core.rerank.stacked`); ``cross_encoder`` uses ``reranker`` when given, else
+        the cross-encoder ``spec.rerank`` resolves to (found now, loaded on first use; see
+        :mod:`memory_core.rerank.models`), which a stacked model trained with the cross-encoder
+        feature needs too. When a needed model does not load, accurate mode is unavailable:
+        asking for it is a 422 ``model_unavailable`` that says why (naming the path), and
+        requests that omit ``mode`` are served in fast mode with that fallback recorded in the
+        response and the receipt.
         """
         spec = spec or EngineSpec()
         embedder = embedder or build_embedder(spec.embed)
         unavailable = None
-        if reranker is None:
+        stacked = spec.rerank.scorer == "stacked"
+        if stacked and scorer is None:
+            try:
+                scorer = load_stacked(spec.rerank.stacked_model)
+            except MemoryCoreError as exc:  # recorded: accurate mode reports it on every use
+                unavailable = exc.message
+        needs_ce = not stacked or (scorer is not None and scorer.uses_cross_encoder)
+        if reranker is None and needs_ce:
             try:
                 reranker = CrossEncoderReranker(spec.rerank)
             except MemoryCoreError as exc:  # recorded: accurate mode reports it on every use
@@ -104,7 +121,7 @@ class MemoryEngine(RoutingMixin):
             index_files.remove_legacy_files(root / "vectors")  # pre-issue-21 unchecked copies
             vectors = root / "vectors" if spec.channels.dense_persist else None
         return cls(store, DenseIndex(store, embedder.dim, vectors), embedder, spec, clock,
-                   reranker, unavailable, router)
+                   reranker, unavailable, router, scorer)
 
     def flush(self) -> None:
         """Persist the vector index files when ``channels.dense_persist`` is on (SQLite, the
@@ -123,8 +140,9 @@ class MemoryEngine(RoutingMixin):
 
     @property
     def available_modes(self) -> frozenset[Mode]:
-        """Fast always; accurate when the engine has a cross-encoder."""
-        return frozenset({Mode.FAST} if self.reranker is None else {Mode.FAST, Mode.ACCURATE})
+        """Fast always; accurate when the engine has the scorer ``rerank.scorer`` needs."""
+        return frozenset({Mode.FAST} if self.rerank_unavailable is not None
+                         else {Mode.FAST, Mode.ACCURATE})
 
     # -- spaces -------------------------------------------------------------------------------
     def create_space(self, space_id: str, description: str = "", default: bool = False,
@@ -580,8 +598,13 @@ class MemoryEngine(RoutingMixin):
     def model_identity(self) -> dict[str, Any]:
         """Models in use, for reports (path or id plus a weights hash)."""
         reranker = (self.reranker.identity() if self.reranker is not None
-                    else {"unavailable": self.rerank_unavailable})
-        return {"embedder": self.embedder.identity(), "reranker": reranker}
+                    else {"unavailable": self.rerank_unavailable or
+                          "unused (rerank.scorer=stacked without the cross-encoder feature)"})
+        out = {"embedder": self.embedder.identity(), "reranker": reranker}
+        if self.spec.rerank.scorer == "stacked":
+            out["scorer"] = (self.scorer.identity() if self.scorer is not None
+                             else {"unavailable": self.rerank_unavailable})
+        return out
 
 
 def _occurred(text: str, timestamp: str) -> dict[str, str | None]:
@@ -622,3 +645,17 @@ def split_text(text: str, max_chars: int | None) -> list[str]:
         else:
             pieces.append(unit)
     return [p for p in pieces if p]
+
+
+def _accurate_unavailable(spec: EngineSpec, reranker: Reranker | None,
+                          scorer: RelevanceModel | None, reason: str | None) -> str | None:
+    """Why accurate mode cannot run with these parts (None when it can)."""
+    if spec.rerank.scorer == "stacked":
+        if scorer is None:
+            return reason or "no stacked relevance model was given to this engine"
+        if scorer.uses_cross_encoder and reranker is None:
+            return reason or ("the stacked relevance model uses a cross-encoder feature and "
+                              "this engine has no cross-encoder")
+        return None
+    return None if reranker is not None else (
+        reason or "no cross-encoder was given to this engine")

@@ -3,7 +3,8 @@
     filters (compiled per space) -> channels (dense, keyword, temporal) per space -> fusion
     -> graph expansion from the top fused hits (skipped under as_of) -> fusion again
     -> dedup -> prefer_observations
-    -> score (fast: by position; accurate: cross-encoder over the top rerank.pool)
+    -> score (fast: by position; accurate: the stacked relevance model, or the cross-encoder,
+       over the top rerank.pool)
     -> min_score -> limit -> results -> block budget
 
 Each arrow returns a new immutable :class:`Ranked`; each cut appends drops.
@@ -17,6 +18,8 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 from memory_core import context as blocks
 from memory_core import times
@@ -34,7 +37,9 @@ from memory_core.fusion.boost import boost
 from memory_core.fusion.rrf import rrf
 from memory_core.receipts import budget_drops, cut_limit, cut_min_score
 from memory_core.rerank.cross_encoder import Reranker, rerank_pool
+from memory_core.rerank import features as rerank_features
 from memory_core.rerank.identity import score_by_rank
+from memory_core.rerank.stacked import RelevanceModel, score_pool
 from memory_core.rewrite import mix, prf_terms
 from memory_core.routing.base import SpaceEvidence
 from memory_core.store import SqlFilter, Store, memory_id_of, rowid_of
@@ -66,8 +71,9 @@ class Components:
     dense: DenseIndex
     embedder: Embedder
     spec: EngineSpec
-    reranker: Reranker | None = None  # accurate mode's cross-encoder (None: fast only)
+    reranker: Reranker | None = None  # the cross-encoder (scorer, or a stacked feature)
     clock: times.Clock = times.system_clock  # "now" when a request has no query_timestamp
+    scorer: RelevanceModel | None = None  # accurate mode's stacked model (rerank.scorer=stacked)
 
 
 @dataclass(frozen=True)
@@ -324,16 +330,18 @@ def run(comp: Components, request: RetrieveRequest, space_ids: Sequence[str], *,
     ranked = _cut_include(comp.store, ranked, request.include)
 
     escalated = stages["tier"] == Tier.ESCALATED.value
+    has_scorer = (comp.scorer if comp.spec.rerank.scorer == "stacked" else comp.reranker)
     use_reranker = request.mode is Mode.ACCURATE or (
-        escalated and comp.spec.escalate.rerank and comp.reranker is not None)
+        escalated and comp.spec.escalate.rerank and has_scorer is not None)
     if use_reranker:  # an escalated fast read never fails on the cross-encoder: it falls back
         ranked = _rerank(comp, request, ranked, stages,
-                         None if request.mode is Mode.ACCURATE else "fallback")
+                         None if request.mode is Mode.ACCURATE else "fallback", now, window)
     else:
         ranked = score_by_rank(ranked, request.limit)
     if escalated:
         reranked = use_reranker and stages.get("rerank", {}).get("status") == "ok"
-        stages["escalation"]["scored_by"] = "cross_encoder" if reranked else "position"
+        stages["escalation"]["scored_by"] = (comp.spec.rerank.scorer if reranked
+                                             else "position")
     ranked = cut_min_score(ranked, request.min_score)
     ranked = cut_limit(ranked, request.limit)
 
@@ -367,6 +375,7 @@ def run(comp: Components, request: RetrieveRequest, space_ids: Sequence[str], *,
     if request.context_hits:
         hits, record = gather_context_hits(comp.store, results, filters, comp.spec.context_hits)
         stages["context_hits"] = record
+    _rerank_rows(stages, kept)
     stages["returned"] = [c.memory_id for c in kept]
     stages["elapsed_ms"] = round((time.perf_counter() - t0) * 1000, 3)
     return PipelineOutput(results, kept, drops, context, token_estimate, stages, failed, hits)
@@ -553,35 +562,90 @@ def _result(m: Memory, score: float, sources: dict[int, str]) -> Result:
 
 
 def _rerank(comp: Components, request: RetrieveRequest, ranked: Ranked,
-            stages: dict[str, Any], on_failure: str | None = None) -> Ranked:
-    """Accurate mode: cross-encoder scores for the top ``rerank.pool`` candidates, mapped back
-    by memory id (see :mod:`memory_core.rerank.cross_encoder`).
+            stages: dict[str, Any], on_failure: str | None = None,
+            now: Any = None, window: times.Window | None = None) -> Ranked:
+    """Accurate mode: the top ``rerank.pool`` candidates scored by ``rerank.scorer`` (the
+    stacked relevance model, :mod:`memory_core.rerank.stacked`, or the cross-encoder,
+    :mod:`memory_core.rerank.cross_encoder`), mapped back by memory id.
 
-    Any failure of the reranker (loading, scoring, a malformed score list) is either a 422
+    Any failure of the scorer (loading, scoring, a malformed score list) is either a 422
     ``reranker_failed`` (``rerank.on_failure: error``) or, with ``fallback``, fast-mode position
     scores plus ``stages["fallback"]``, which the receipt and the response carry. Never silent.
+    ``stages["rerank"]`` records the scorer, the model id, pool, timing and (stacked) the
+    feature names; the feature rows of the returned candidates are added by
+    :func:`_rerank_rows` once the cuts are done.
     """
     spec = comp.spec.rerank
+    stacked = spec.scorer == "stacked"
     pooled = ranked.candidates[:spec.pool]
     memories = comp.store.get_memories(rowid_of(c.memory_id) for c in pooled)
-    texts = {c.memory_id: memories[rowid_of(c.memory_id)].content for c in pooled}
+    by_id = {c.memory_id: memories[rowid_of(c.memory_id)] for c in pooled}
+    texts = {k: m.content for k, m in by_id.items()}
     t0 = time.perf_counter()
+    record: dict[str, Any] = {}
     try:
-        if comp.reranker is None:
-            raise RuntimeError("this engine has no cross-encoder")
-        out = rerank_pool(ranked, request.query, texts, comp.reranker, spec.pool)
-    except Exception as exc:  # any reranker failure: raised as 422 or recorded as a fallback
+        if stacked:
+            out, record = _stacked(comp, request, ranked, pooled, by_id, texts, now, window)
+        else:
+            if comp.reranker is None:
+                raise RuntimeError("this engine has no cross-encoder")
+            out = rerank_pool(ranked, request.query, texts, comp.reranker, spec.pool)
+    except Exception as exc:  # any scorer failure: raised as 422 or recorded as a fallback
         reason = f"{type(exc).__name__}: {exc}"
+        what = "the stacked relevance model" if stacked else "the cross-encoder"
         if (on_failure or spec.on_failure) == "error":
-            raise invalid("reranker_failed", f"the cross-encoder failed ({reason}); set "
+            raise invalid("reranker_failed", f"{what} failed ({reason}); set "
                           "rerank.on_failure=fallback to serve fast-mode scores instead",
                           "mode") from exc
-        stages["rerank"] = {"status": "fallback", "pool": spec.pool, "scored": 0}
+        stages["rerank"] = {"status": "fallback", "scorer": spec.scorer, "pool": spec.pool,
+                            "scored": 0}
         stages["fallback"] = {"stage": "rerank", "requested": Mode.ACCURATE.value
                               if request.mode is Mode.ACCURATE else "escalation rerank",
                               "used": Mode.FAST.value, "reason": reason}
         return score_by_rank(ranked, request.limit)
-    stages["rerank"] = {"status": "ok", "pool": spec.pool, "scored": len(pooled),
+    model = (comp.scorer.identity() if stacked and comp.scorer is not None
+             else comp.reranker.identity() if comp.reranker is not None else {})
+    stages["rerank"] = {"status": "ok", "scorer": spec.scorer,
+                        "model": model.get("id") or model.get("model"),
+                        "pool": spec.pool, "scored": len(pooled),
                         "beyond_pool": len(ranked.candidates) - len(pooled),
-                        "ms": round((time.perf_counter() - t0) * 1000, 3)}
+                        "ms": round((time.perf_counter() - t0) * 1000, 3), **record}
     return out
+
+
+def _stacked(comp: Components, request: RetrieveRequest, ranked: Ranked,
+             pooled: Sequence[Candidate], by_id: dict[str, Memory], texts: dict[str, str],
+             now: Any, window: times.Window | None) -> tuple[Ranked, dict[str, Any]]:
+    """The stacked model over the pool: features (plus the cross-encoder's score when the
+    model was trained with it), calibrated probabilities, and what the receipt keeps."""
+    if comp.scorer is None:
+        raise RuntimeError("this engine has no stacked relevance model")
+    now = now if now is not None else comp.clock()
+    if window is None and not comp.spec.channels.temporal:  # the feature needs it anyway
+        window = times.text_window(request.query, now)
+    ctx = rerank_features.QueryContext.of(request.query, now, window)
+    X = rerank_features.extract(ctx, pooled, by_id)
+    if comp.scorer.uses_cross_encoder:
+        if comp.reranker is None:
+            raise RuntimeError("the stacked model needs a cross-encoder and this engine has none")
+        ce = comp.reranker.score(request.query, [texts[c.memory_id] for c in pooled])
+        X = np.column_stack([X, np.asarray(list(ce), dtype=np.float64)]) if len(pooled) else \
+            np.zeros((0, X.shape[1] + 1))
+    out = score_pool(ranked, X, comp.scorer, comp.spec.rerank.pool)
+    rows = {c.memory_id: (c.rank, X[i]) for i, c in enumerate(pooled)}
+    return out, {"features": list(comp.scorer.names), "_rows": rows}
+
+
+def _rerank_rows(stages: dict[str, Any], kept: Sequence[Candidate]) -> None:
+    """The stacked scorer's receipt rows for the *returned* candidates: memory id, score,
+    fused rank and the feature values in ``stages["rerank"]["features"]`` order (``None`` for
+    a missing value)."""
+    rec = stages.get("rerank")
+    if not isinstance(rec, dict) or "_rows" not in rec:
+        return
+    rows = rec.pop("_rows")
+    rec["rows"] = [{"memory_id": c.memory_id, "score": round(float(c.score), 6),
+                    "fused_rank": rows[c.memory_id][0],
+                    "features": [None if v != v else round(float(v), 6)
+                                 for v in rows[c.memory_id][1]]}
+                   for c in kept if c.memory_id in rows]

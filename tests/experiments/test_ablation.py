@@ -72,9 +72,10 @@ def test_tiny_multirun_with_reused_store_and_compare(tmp_path):
     assert all(m["config"]["fusion"]["method"] == "weighted" for m in metas)
     assert all(m["reused_store"]["from"] == str(base) and m["reused_store"]["same_code"]
                for m in metas)
-    for m in metas:  # no cross-encoder here: accurate is skipped and the skip recorded
-        assert list(m["metrics"]) == ["fast"] and "accurate" in m["modes_skipped"]
+    for m in metas:  # accurate runs the packaged stacked model: nothing trained, nothing skipped
+        assert list(m["metrics"]) == ["fast", "accurate"] and not m["modes_skipped"]
         assert set(m["metrics"]["fast"]) == {"with_observations", "raw_turns"}
+        assert m["reranker"]["scorer"] == "stacked"
     cmp = subprocess.run([sys.executable, "-m", "experiments.compare", str(sweep / "0"),
                           str(sweep / "1"), "--n-resamples", "200"], cwd=ROOT, env=env,
                          capture_output=True, text=True)

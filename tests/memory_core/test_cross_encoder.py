@@ -94,7 +94,8 @@ def test_malformed_scores_are_rejected(bad):
 @pytest.fixture
 def notes(hash_embedder):
     def make(reranker, **rerank):
-        spec = EngineSpec(rerank=RerankSpec(**rerank), dedup=DedupSpec(exact=False, near=False))
+        spec = EngineSpec(rerank=RerankSpec(scorer="cross_encoder", **rerank),
+                          dedup=DedupSpec(exact=False, near=False))
         eng = MemoryEngine.open(":memory:", spec, embedder=hash_embedder, reranker=reranker)
         eng.create_space("s")
         ids = eng.write_many("s", [
@@ -163,7 +164,17 @@ def test_reranker_failure_with_fallback_is_recorded(notes):
     assert stages["fallback"] == resp.fallback and stages["rerank"]["status"] == "fallback"
 
 
-def test_engine_without_a_model_serves_defaults_in_fast_mode_and_says_so(engine):
+@pytest.fixture
+def ce_engine(hash_embedder):
+    """An engine whose accurate mode is the cross-encoder alone (none trained here)."""
+    spec = EngineSpec(rerank=RerankSpec(scorer="cross_encoder", trained="never-trained"))
+    eng = MemoryEngine.open(":memory:", spec, embedder=hash_embedder)
+    yield eng
+    eng.close()
+
+
+def test_engine_without_a_model_serves_defaults_in_fast_mode_and_says_so(ce_engine):
+    engine = ce_engine
     engine.create_space("s")
     engine.write("s", "Invoices are sent monthly.")
     assert engine.available_modes == {Mode.FAST}
@@ -222,7 +233,8 @@ def tiny_cross_encoder():
 @pytest.mark.model
 def test_tiny_cross_encoder_reranks_by_its_own_scores(tiny_cross_encoder, minilm):
     reranker = CrossEncoderReranker(RerankSpec(model=str(tiny_cross_encoder)))
-    spec = EngineSpec(dedup=DedupSpec(exact=False, near=False))
+    spec = EngineSpec(rerank=RerankSpec(scorer="cross_encoder"),
+                      dedup=DedupSpec(exact=False, near=False))
     eng = MemoryEngine.open(":memory:", spec, embedder=minilm, reranker=reranker)
     eng.create_space("s")
     texts = ["The payments team moved invoices to Stripe in March.",
@@ -247,7 +259,7 @@ def test_tiny_cross_encoder_reranks_by_its_own_scores(tiny_cross_encoder, minilm
 
 @pytest.mark.model
 def test_default_spec_finds_the_trained_model_by_name(tiny_cross_encoder, hash_embedder):
-    spec = dataclasses.replace(EngineSpec(), rerank=RerankSpec(trained="tiny"))
+    spec = dataclasses.replace(EngineSpec(), rerank=RerankSpec(scorer="cross_encoder", trained="tiny"))
     eng = MemoryEngine.open(":memory:", spec, embedder=hash_embedder)
     assert Mode.ACCURATE in eng.available_modes
     assert eng.reranker.resolved.source == "trained"

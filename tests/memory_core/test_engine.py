@@ -24,7 +24,12 @@ def test_write_and_retrieve_contract(filled):
     resp = eng.retrieve({"query": "Which package manager does the user prefer, pnpm?",
                          "space_id": "payments", "limit": 2})
     assert resp.results[0].memory_id == ids[0]
-    assert resp.results[0].relevance_score == 1.0 and resp.results[1].relevance_score == 0.5
+    # the default mode is accurate: calibrated probabilities from the packaged stacked model
+    scores = [r.relevance_score for r in resp.results]
+    assert scores == sorted(scores, reverse=True) and all(0.0 <= s <= 1.0 for s in scores)
+    fast = eng.retrieve({"query": "Which package manager does the user prefer, pnpm?",
+                         "space_id": "payments", "limit": 2, "mode": "fast"})
+    assert fast.results[0].relevance_score == 1.0 and fast.results[1].relevance_score == 0.5
     assert resp.usage is None and resp.searched is None and resp.context is None
     body = resp.to_dict()
     assert "searched" not in body and body["usage"] is None
@@ -47,9 +52,9 @@ def test_limit_and_receipt_record_drops(filled):
 
 def test_min_score_is_a_switch_in_fast_mode(filled):
     eng, _ = filled
-    full = eng.retrieve(query="billing invoices", space_id="payments", limit=4)
+    full = eng.retrieve(query="billing invoices", space_id="payments", limit=4, mode="fast")
     half = eng.retrieve(query="billing invoices", space_id="payments", limit=4, min_score=0.5,
-                        receipt=True)
+                        receipt=True, mode="fast")
     page = len(full.results)
     assert [r.relevance_score for r in full.results] == [(page - i) / page for i in range(page)]
     expected = [r.memory_id for r in full.results if r.relevance_score >= 0.5]
@@ -90,7 +95,6 @@ def test_empty_results_are_an_empty_list(engine):
     ({"query": "x", "space_id": "payments", "limit": True}, "wrong_type"),
     ({"query": "x", "space_id": "payments", "min_score": "high"}, "wrong_type"),
     ({"query": "x", "space_id": "payments", "mode": "turbo"}, "invalid_choice"),
-    ({"query": "x", "space_id": "payments", "mode": "accurate"}, "mode_unavailable"),
     ({"query": "x", "space_id": "payments", "format": "json"}, "invalid_choice"),
     ({"query": "x", "space_id": "payments", "receipt": "yes"}, "wrong_type"),
     ({"query": "x", "space_id": "payments", "max_targets": 2}, "requires_route"),

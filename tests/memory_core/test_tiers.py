@@ -385,7 +385,8 @@ def test_an_escalated_fast_read_falls_back_when_the_cross_encoder_fails(hash_emb
             return {"model": "broken"}
 
     esc = EscalateSpec(enabled=True, min_candidates=50, rerank=True)
-    spec = dataclasses.replace(EngineSpec(), escalate=esc)
+    spec = dataclasses.replace(EngineSpec(), escalate=esc, rerank=dataclasses.replace(
+        EngineSpec().rerank, scorer="cross_encoder"))
     with MemoryEngine.open(":memory:", spec, embedder=hash_embedder, reranker=Broken()) as e:
         e.create_space("s")
         e.write_many("s", [{"content": "Alice joined Globex."}, {"content": "Bob likes tea."}])

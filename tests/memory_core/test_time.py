@@ -215,9 +215,10 @@ def test_query_timestamp_moves_now_for_relative_dates(quarterly):
 def test_temporal_channel_boosts_the_window_and_removes_nothing(quarterly):
     eng, ids = quarterly
     q1 = set(ids[:3])
-    plain = eng.retrieve(query="team status report", space_id="s", limit=6)
+    # fast mode: the fused order itself (the channel's effect, before any scorer)
+    plain = eng.retrieve(query="team status report", space_id="s", limit=6, mode="fast")
     boosted = eng.retrieve(query="team status report from last quarter", space_id="s", limit=6,
-                           query_timestamp="2024-05-20T00:00:00Z", receipt=True)
+                           query_timestamp="2024-05-20T00:00:00Z", receipt=True, mode="fast")
     assert {r.memory_id for r in boosted.results} == set(ids)  # nothing removed
     assert {r.memory_id for r in boosted.results[:3]} == q1    # the window first
     assert {r.memory_id for r in plain.results[:3]} != q1
@@ -225,7 +226,7 @@ def test_temporal_channel_boosts_the_window_and_removes_nothing(quarterly):
     assert stages["temporal"] == 3
     # a window holding nothing boosts nothing and still removes nothing
     empty = eng.retrieve(query="team status report from last quarter", space_id="s", limit=6,
-                         query_timestamp="2020-05-20T00:00:00Z")
+                         query_timestamp="2020-05-20T00:00:00Z", mode="fast")
     assert [r.memory_id for r in empty.results] == [r.memory_id for r in plain.results]
 
 

@@ -1,0 +1,491 @@
+"""Train accurate mode's stacked relevance model (``python -m experiments.train_reranker``).
+
+    python -m experiments.train_reranker                          # scorer=stacked (default)
+    python -m experiments.train_reranker scorer=cross_encoder     # the cross-encoder instead
+
+The recipe (``stacked:`` in ``conf/train_reranker.yaml``):
+
+1. **Data.** Each enabled source (``stacked.sources``, the same schema as the cross-encoder's
+   sources) is loaded with the harness's loaders: the synthetic world (its own seed, only topics
+   the evaluated world does not contain, with observations) and LongMemEval oracle (user turns;
+   every question of the shared S subset is excluded, so the model may be scored on S).
+   MemoryBank has no evidence labels (only which user a question belongs to) and LoCoMo is the
+   evaluation set: neither is a default source.
+2. **Features from the engine's own first stage.** Each source is written into an in-memory
+   :class:`~memory_core.MemoryEngine` whose stacked scorer is a :class:`FeatureRecorder`: every
+   question is asked in accurate mode with ``limit = rerank.pool``, so the rows are exactly what
+   the engine computes at serving time (fusion, dedup, pool). A row's label is 1 when the
+   memory is gold, restates gold, or is an observation whose sources hold gold.
+3. **Split by question, by space.** LongMemEval oracle haystacks are merged
+   ``merge_haystacks`` questions to a space (:func:`merge_haystacks`: distractors the oracle
+   files lack). Per source, ``heldout_fraction`` of the spaces (seeded shuffle) are held out
+   with all their questions; none of their rows is trained on.
+4. **Model.** ``HistGradientBoostingClassifier`` (NaN = missing) inside
+   ``CalibratedClassifierCV`` (``calibration.method``, folds grouped by question).
+5. **Held-out metrics per dataset**: ECE (``calibration.bins`` equal-width bins,
+   ``ECE = Σ_b (n_b / n) |mean(p_b) - mean(y_b)|``), Brier score, ROC AUC, the share of scores
+   in ``(0.2, 0.8)``, and recall@5 / recall@10 / nDCG@10 of the pool in fused order vs ordered
+   by the model. They go into ``card.json`` with the data sha256, split, seed, features and the
+   command that regenerates the model.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import math
+import platform
+import random
+import shlex
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from experiments.data.registry import load_dataset
+from experiments.data.schema import Dataset, SpaceDef
+from experiments.ingest import ingest
+from memory_core import MemoryEngine
+from memory_core.config import EngineSpec, spec_from_mapping
+from memory_core.embed import Embedder
+from memory_core.rerank.features import feature_names
+from memory_core.rerank.stacked import DEFAULT_MODEL_DIR, save_stacked
+
+log = logging.getLogger(__name__)
+
+CARD_VERSION = 1
+
+
+# --------------------------------------------------------------------------- recipe
+@dataclass(frozen=True)
+class ModelSpec:
+    """``HistGradientBoostingClassifier`` settings."""
+
+    max_iter: int = 200
+    learning_rate: float = 0.05
+    max_leaf_nodes: int = 15
+    min_samples_leaf: int = 40
+    l2_regularization: float = 1.0
+
+
+@dataclass(frozen=True)
+class CalibrationSpec:
+    """``CalibratedClassifierCV(method, cv=GroupKFold(folds), ensemble=ensemble)``; ``bins``
+    for the ECE. ``ensemble: false``: one model fitted on every training row, its calibrator
+    fitted on the out-of-fold predictions (one model to run when serving, not ``folds``)."""
+
+    method: str = "isotonic"
+    folds: int = 3
+    bins: int = 10
+    ensemble: bool = False
+
+    def __post_init__(self) -> None:
+        if self.method not in ("isotonic", "sigmoid"):
+            raise ValueError(f"calibration.method must be isotonic or sigmoid, got "
+                             f"{self.method!r}")
+        if self.folds < 2:
+            raise ValueError(f"calibration.folds must be >= 2, got {self.folds}")
+
+
+@dataclass(frozen=True)
+class StackedRecipe:
+    """Everything that decides what stacked model comes out (written into its card)."""
+
+    name: str = "stacked_default"
+    out: str | None = None          # None: the packaged default folder
+    seed: int = 0
+    heldout_fraction: float = 0.25
+    cross_encoder: bool = False     # add the cross-encoder's score as a feature
+    sources: Mapping[str, Any] = field(default_factory=dict)
+    # source name -> a conf/data block whose questions are removed from that source
+    exclude_from: Mapping[str, Any] = field(default_factory=dict)
+    # source name -> questions whose haystacks share one space (see merge_haystacks)
+    merge_haystacks: Mapping[str, int] = field(default_factory=dict)
+    model: ModelSpec = field(default_factory=ModelSpec)
+    calibration: CalibrationSpec = field(default_factory=CalibrationSpec)
+    eval_ks: tuple[int, ...] = (5, 10)
+
+    def to_dict(self) -> dict[str, Any]:
+        return json.loads(json.dumps(dataclasses.asdict(self), default=list))
+
+
+def stacked_recipe_from_mapping(values: Mapping[str, Any]) -> StackedRecipe:
+    """A :class:`StackedRecipe` from plain mappings (unknown keys fail)."""
+    from experiments.train_reranker import SourceSpec, _tuples
+
+    values = dict(values)
+    sources = {name: spec_from_mapping(SourceSpec, _tuples(src, ("exclude_conversations",
+                                                                 "kinds")))
+               for name, src in (values.pop("sources", None) or {}).items()}
+    if "eval_ks" in values:
+        values["eval_ks"] = tuple(values["eval_ks"])
+    recipe = spec_from_mapping(StackedRecipe, values)
+    if not 0 < recipe.heldout_fraction < 1:
+        raise ValueError(f"heldout_fraction must be in (0, 1), got {recipe.heldout_fraction}")
+    return dataclasses.replace(recipe, sources=sources)
+
+
+# --------------------------------------------------------------------------- mining
+class FeatureRecorder:
+    """A stand-in stacked scorer that keeps the feature rows the pipeline computes and scores
+    every row 0 (so the fused order is kept): mining sees exactly the serving-time features."""
+
+    def __init__(self, cross_encoder: bool = False):
+        self.names = feature_names(cross_encoder)
+        self.uses_cross_encoder = cross_encoder
+        self.last: tuple[list[str], np.ndarray] | None = None
+
+    def predict(self, features: np.ndarray, memory_ids: Sequence[str]) -> list[float]:
+        self.last = (list(memory_ids), np.array(features, dtype=np.float64))
+        return [0.0] * len(memory_ids)
+
+    def identity(self) -> dict[str, Any]:
+        return {"model": "feature-recorder", "id": "feature-recorder"}
+
+
+@dataclass(frozen=True)
+class QueryRows:
+    """One question's pool: feature rows in fused order, labels, and its gold count."""
+
+    source: str
+    dataset: str
+    query_id: str
+    conversation: str   # the question's own conversation (the runner's leakage guard)
+    group: str          # the split unit: the space it was asked in
+    X: np.ndarray
+    y: np.ndarray
+    n_gold: int
+
+
+def mine_features(name: str, dataset: Dataset, src: Any, spec: EngineSpec, recipe: StackedRecipe,
+                  progress: bool, embedder: Embedder | None = None,
+                  reranker: Any = None) -> list[QueryRows]:
+    """Ask every answerable question of ``dataset`` through the engine and keep its pool's
+    feature rows and labels (see the module docstring)."""
+    from experiments.train_reranker import _questions, family
+
+    recorder = FeatureRecorder(recipe.cross_encoder)
+    pool = spec.rerank.pool
+    spec = dataclasses.replace(spec, default_mode="accurate", rerank=dataclasses.replace(
+        spec.rerank, scorer="stacked", on_failure="error"))
+    out: list[QueryRows] = []
+    with MemoryEngine.open(":memory:", spec, embedder=embedder, scorer=recorder,
+                           reranker=reranker) as engine:
+        ids = ingest(engine, dataset, progress=progress)
+        for q in tqdm(_questions(dataset, ids, src), desc=f"features {name}", unit="q",
+                      disable=not progress):
+            recorder.last = None
+            engine.retrieve(query=q.text, space_id=q.gold_space, limit=min(pool, spec.max_limit),
+                            mode="accurate", prefer_observations=False)
+            if recorder.last is None:  # an empty pool: nothing to learn from
+                continue
+            mids, X = recorder.last
+            gold = set(q.gold_keys)
+            also = set(q.metadata.get("also_answered_by") or ())
+            keys = ids.keys(mids)
+            y = np.array([float(k in gold or k in also or bool(set(ids.sources.get(k, ())) & gold))
+                          for k in keys])
+            out.append(QueryRows(family(dataset.name), dataset.name, q.query_id,
+                                 str(q.conversation or q.gold_space), str(q.gold_space), X, y,
+                                 len(gold)))
+    return out
+
+
+def split_questions(rows: Sequence[QueryRows], fraction: float, seed: int
+                    ) -> tuple[list[QueryRows], list[QueryRows]]:
+    """Per dataset, ``round(fraction * n)`` of its ``n`` groups (the spaces questions were
+    asked in; at least 1 of 2+) held out with all their questions (seeded shuffle), so no
+    held-out question shares a haystack with a trained one."""
+    train, held = [], []
+    by_ds: dict[str, list[QueryRows]] = {}
+    for r in rows:
+        by_ds.setdefault(r.dataset, []).append(r)
+    for ds in sorted(by_ds):
+        groups = sorted({r.group for r in by_ds[ds]})
+        random.Random(f"{seed}:{ds}").shuffle(groups)
+        k = max(1, round(fraction * len(groups))) if len(groups) > 1 else 0
+        out = set(groups[:k])
+        held += [r for r in by_ds[ds] if r.group in out]
+        train += [r for r in by_ds[ds] if r.group not in out]
+    return train, held
+
+
+def merge_haystacks(dataset: Dataset, per_space: int, seed: int) -> Dataset:
+    """Write ``per_space`` questions' haystacks into one space (seeded grouping).
+
+    LongMemEval oracle haystacks hold only the evidence sessions, so each question's pool is a
+    handful of turns, nearly all relevant: nothing like a real memory (or S, or LoCoMo), where
+    the answer hides among hundreds of turns. Merging haystacks puts other questions' sessions
+    in the pool as distractors, while each question keeps its own gold. Keys, sessions and
+    the questions' own conversation ids are unchanged.
+    """
+    if per_space <= 1:
+        return dataset
+    spaces = sorted(s.space_id for s in dataset.spaces)
+    random.Random(f"{seed}:{dataset.name}:merge").shuffle(spaces)
+    group = {s: f"{dataset.name}-pool{i // per_space:03d}" for i, s in enumerate(spaces)}
+    names = sorted(set(group.values()))
+    return dataclasses.replace(
+        dataset,
+        spaces=tuple(SpaceDef(n, f"{per_space} merged haystacks") for n in names),
+        memories=tuple(dataclasses.replace(m, space_id=group[m.space_id])
+                       for m in dataset.memories),
+        queries=tuple(dataclasses.replace(q, gold_space=group.get(q.gold_space, q.gold_space),
+                                          conversation=q.conversation or q.gold_space)
+                      for q in dataset.queries),
+        info={**dict(dataset.info), "merged_haystacks": per_space})
+
+
+# --------------------------------------------------------------------------- model
+def build_model(recipe: StackedRecipe, groups: np.ndarray):
+    """The calibrated classifier, its calibration folds grouped by question (columns that are
+    missing in every training row are dropped first: :class:`DropEmptyColumns`)."""
+    from sklearn.calibration import CalibratedClassifierCV
+    from sklearn.ensemble import HistGradientBoostingClassifier
+    from sklearn.model_selection import GroupKFold
+
+    m = recipe.model
+    hgb = HistGradientBoostingClassifier(
+        max_iter=m.max_iter, learning_rate=m.learning_rate, max_leaf_nodes=m.max_leaf_nodes,
+        min_samples_leaf=m.min_samples_leaf, l2_regularization=m.l2_regularization,
+        random_state=recipe.seed)
+    folds = list(GroupKFold(n_splits=recipe.calibration.folds).split(
+        np.zeros(len(groups)), groups=groups))
+    from sklearn.pipeline import make_pipeline
+
+    from memory_core.rerank.sk_parts import DropEmptyColumns
+
+    return CalibratedClassifierCV(make_pipeline(DropEmptyColumns(), hgb),
+                                  method=recipe.calibration.method, cv=folds,
+                                  ensemble=recipe.calibration.ensemble)
+
+
+def expected_calibration_error(p: np.ndarray, y: np.ndarray, bins: int = 10) -> float:
+    """``ECE = Σ_b (n_b / n) |mean(p in b) - mean(y in b)|`` over ``bins`` equal-width bins.
+
+    Example:
+        >>> round(expected_calibration_error(np.array([0.1, 0.1, 0.9, 0.9]),
+        ...                                  np.array([0, 0, 1, 0]), 10), 3)
+        0.25
+    """
+    if len(p) == 0:
+        return float("nan")
+    idx = np.minimum((p * bins).astype(int), bins - 1)
+    total = 0.0
+    for b in range(bins):
+        sel = idx == b
+        if sel.any():
+            total += sel.sum() / len(p) * abs(p[sel].mean() - y[sel].mean())
+    return float(total)
+
+
+def _ranking(rows: Sequence[QueryRows], scores: Sequence[np.ndarray] | None,
+             ks: Sequence[int]) -> dict[str, float]:
+    """Mean recall@k (gold found in the top k / all gold of the question) and nDCG@10 of each
+    pool, in fused order (``scores`` None) or ordered by score (ties: fused order)."""
+    out: dict[str, list[float]] = {}
+    for i, r in enumerate(rows):
+        order = (np.arange(len(r.y)) if scores is None
+                 else np.array(sorted(range(len(r.y)), key=lambda j: (-scores[i][j], j))))
+        labels = r.y[order]
+        denom = max(r.n_gold, int(labels.sum()), 1)
+        for k in ks:
+            out.setdefault(f"recall@{k}", []).append(min(labels[:k].sum(), denom) / denom)
+        dcg = sum(labels[j] / math.log2(j + 2) for j in range(min(10, len(labels))))
+        ideal = sum(1 / math.log2(j + 2) for j in range(min(10, denom)))
+        out.setdefault("ndcg@10", []).append(dcg / ideal if ideal else 0.0)
+    return {k: round(float(np.mean(v)), 4) for k, v in out.items()}
+
+
+def heldout_metrics(model, rows: Sequence[QueryRows], recipe: StackedRecipe
+                    ) -> dict[str, dict[str, Any]]:
+    """Per dataset (and ``all``): calibration and ranking metrics of the held-out questions."""
+    from sklearn.metrics import brier_score_loss, roc_auc_score
+
+    by_ds: dict[str, list[QueryRows]] = {}
+    for r in rows:
+        by_ds.setdefault(r.dataset, []).append(r)
+    out: dict[str, dict[str, Any]] = {}
+    for ds, rs in [*sorted(by_ds.items()), ("all", list(rows))]:
+        scores = [model.predict_proba(r.X)[:, 1] for r in rs]
+        p = np.concatenate(scores)
+        y = np.concatenate([r.y for r in rs])
+        cell: dict[str, Any] = {
+            "questions": len(rs), "rows": int(len(y)), "positives": int(y.sum()),
+            "ece": round(expected_calibration_error(p, y, recipe.calibration.bins), 4),
+            "brier": round(float(brier_score_loss(y, p)), 4),
+            "auc": round(float(roc_auc_score(y, p)), 4) if 0 < y.sum() < len(y) else None,
+            "share_0.2_0.8": round(float(((p > 0.2) & (p < 0.8)).mean()), 4),
+            "gold_kept_at_0.5": round(float((p[y == 1] >= 0.5).mean()), 4) if y.sum() else None,
+        }
+        for key, v in _ranking(rs, None, recipe.eval_ks).items():
+            cell[f"fused/{key}"] = v
+        for key, v in _ranking(rs, scores, recipe.eval_ks).items():
+            cell[f"stacked/{key}"] = v
+        out[ds] = cell
+    return out
+
+
+# --------------------------------------------------------------------------- entry
+def excluded_questions(data: Mapping[str, Any], data_dir: str | None) -> list[str]:
+    """The question ids of a dataset (e.g. the LongMemEval S subset) to keep out of training."""
+    ds = load_dataset(dict(data), data_dir)
+    return sorted({str(q.conversation or q.gold_space) for q in ds.queries})
+
+
+def train_stacked(recipe: StackedRecipe, *, spec: EngineSpec | None = None,
+                  data_dir: str | None = None, progress: bool = True,
+                  embedder: Embedder | None = None, command: str | None = None
+                  ) -> tuple[Path, dict[str, Any]]:
+    """Mine, split, fit, evaluate and save the stacked model; returns its folder and card.
+
+    ``recipe.exclude_from`` maps a source name to a ``conf/data`` block whose questions (their
+    conversations) are removed from that source (LongMemEval oracle minus the S subset).
+    ``embedder`` replaces the configured one (tests pass a model-free embedder).
+    """
+    from experiments.train_reranker import _load_source, family
+
+    spec = spec or EngineSpec()
+    t0 = time.perf_counter()
+    reranker = None
+    if recipe.cross_encoder:
+        from memory_core.rerank.cross_encoder import CrossEncoderReranker
+
+        reranker = CrossEncoderReranker(spec.rerank)
+    sources: dict[str, Any] = {}
+    rows: list[QueryRows] = []
+    for name, src in recipe.sources.items():
+        extra = recipe.exclude_from.get(name)
+        if extra and src.enabled is not False:
+            try:
+                gone = excluded_questions(extra, data_dir)
+            except Exception as exc:  # recorded: the source is then skipped, never half-used
+                sources[name] = {"status": f"skipped: cannot read its exclusion list "
+                                           f"{dict(extra)}: {exc}"}
+                log.warning("source %s skipped: %s", name, sources[name]["status"])
+                continue
+            src = dataclasses.replace(src, exclude_conversations=tuple(
+                sorted({*src.exclude_conversations, *gone})))
+        dataset, status = _load_source(name, src, data_dir)
+        sources[name] = {"status": status, "data": dict(src.data),
+                         "excluded_conversations": len(src.exclude_conversations),
+                         "exclude_from": dict(extra) if extra else None}
+        if dataset is None:
+            log.info("source %s skipped: %s", name, status)
+            continue
+        merged = int(recipe.merge_haystacks.get(name, 1) or 1)
+        dataset = merge_haystacks(dataset, merged, recipe.seed)
+        sources[name]["merge_haystacks"] = merged
+        t_src = time.perf_counter()
+        got = mine_features(name, dataset, src, spec, recipe, progress, embedder, reranker)
+        sources[name].update({"dataset": dataset.name, "family": family(dataset.name),
+                              "sha256": dict(dataset.source_sha256), "questions": len(got),
+                              "memories": len(dataset.memories),
+                              "mine_s": round(time.perf_counter() - t_src, 1)})
+        rows += got
+    if not rows:
+        raise ValueError(f"the stacked recipe produced no questions: "
+                         f"{json.dumps({k: v['status'] for k, v in sources.items()})}")
+    train_rows, held_rows = split_questions(rows, recipe.heldout_fraction, recipe.seed)
+    X = np.vstack([r.X for r in train_rows])
+    y = np.concatenate([r.y for r in train_rows])
+    groups = np.concatenate([np.full(len(r.y), i) for i, r in enumerate(train_rows)])
+    if y.sum() == 0 or y.sum() == len(y):
+        raise ValueError("training rows hold a single class; nothing to learn")
+    t_fit = time.perf_counter()
+    model = build_model(recipe, groups)
+    model.fit(X, y)
+    fit_s = time.perf_counter() - t_fit
+    metrics = heldout_metrics(model, held_rows, recipe) if held_rows else {}
+    names = feature_names(recipe.cross_encoder)
+    card = {
+        "card_version": CARD_VERSION, "name": recipe.name, "scorer": "stacked",
+        "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "command": command, "recipe": recipe.to_dict(), "sources": sources,
+        "trained_families": sorted({r.source for r in train_rows}),
+        "split": {"unit": "space (a conversation, or merged question haystacks)",
+                  "seed": recipe.seed,
+                  "heldout_fraction": recipe.heldout_fraction,
+                  "train_questions": len(train_rows), "heldout_questions": len(held_rows),
+                  "trained_conversations": _trained_conversations(train_rows)},
+        "training": {"rows": int(len(y)), "positives": int(y.sum()),
+                     "model": "CalibratedClassifierCV(HistGradientBoostingClassifier)",
+                     "calibration": recipe.calibration.method, "fit_s": round(fit_s, 2)},
+        "first_stage": {"mode": "fast", "pool": spec.rerank.pool,
+                        "channels": dataclasses.asdict(spec.channels),
+                        "fusion": json.loads(json.dumps(dataclasses.asdict(spec.fusion))),
+                        "embedder": spec.embed.model},
+        "metrics": {"heldout": metrics},
+        "total_s": round(time.perf_counter() - t0, 1),
+        "platform": {"python": platform.python_version(), "machine": platform.machine(),
+                     "sklearn": _sklearn_version()},
+    }
+    folder = Path(recipe.out) if recipe.out else DEFAULT_MODEL_DIR
+    save_stacked(folder, model, names, card)
+    card = json.loads((folder / "card.json").read_text())
+    (folder / "MODEL_CARD.md").write_text(card_markdown(card))
+    return folder, card
+
+
+def _trained_conversations(rows: Sequence[QueryRows]) -> dict[str, list[str]]:
+    """Per family, the conversations of the trained questions (a LongMemEval question is its
+    own conversation). ``experiments.run`` refuses to score a conversation listed here."""
+    out: dict[str, set[str]] = {}
+    for r in rows:
+        out.setdefault(r.source, set()).add(r.conversation)
+    return {k: sorted(v) for k, v in out.items()}
+
+
+def _sklearn_version() -> str:
+    import sklearn
+
+    return sklearn.__version__
+
+
+def card_markdown(card: Mapping[str, Any]) -> str:
+    """The human-readable model card."""
+    split, tr = card["split"], card["training"]
+    lines = [
+        f"# Stacked relevance model `{card['name']}`", "",
+        "Accurate mode's default scorer: a calibrated `HistGradientBoostingClassifier` over the "
+        "first stage's evidence (`memory_core/rerank/features.py`).", "",
+        f"- created: {card['created_at']}; sha256 of `model.joblib`: `{card['sha256']}`",
+        f"- regenerate: `{card.get('command')}`",
+        f"- rows: {tr['rows']} ({tr['positives']} relevant) from {split['train_questions']} "
+        f"questions; fit {tr['fit_s']} s; total {card['total_s']} s",
+        f"- split: by {split['unit']}, {split['heldout_fraction']:.0%} held out per dataset "
+        f"(seed {split['seed']}): {split['heldout_questions']} held-out questions",
+        f"- calibration: {tr['calibration']} (CalibratedClassifierCV, folds grouped by question)",
+        f"- features ({len(card['features'])}): {', '.join(card['features'])}", "",
+        "## Sources", "", "| source | status | dataset | questions |", "|---|---|---|---|"]
+    for name, src in card["sources"].items():
+        lines.append(f"| {name} | {src.get('status')} | {src.get('dataset', '-')} | "
+                     f"{src.get('questions', '-')} |")
+    lines += ["", "## Held-out metrics", "",
+              "| dataset | q | ECE | Brier | AUC | share 0.2-0.8 | gold >= 0.5 | recall@5 fused "
+              "-> stacked | recall@10 | nDCG@10 |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for ds, c in (card["metrics"].get("heldout") or {}).items():
+        lines.append(
+            f"| {ds} | {c['questions']} | {c['ece']} | {c['brier']} | {c['auc']} | "
+            f"{c['share_0.2_0.8']} | {c['gold_kept_at_0.5']} | {c['fused/recall@5']} -> "
+            f"{c['stacked/recall@5']} | {c['fused/recall@10']} -> {c['stacked/recall@10']} | "
+            f"{c['fused/ndcg@10']} -> {c['stacked/ndcg@10']} |")
+    return "\n".join(lines) + "\n"
+
+
+def command_line(data_dir: str | None = None) -> str:
+    """The command that ran (for the card): ``[MEMORY_CORE_DATA_DIR=...] python -m
+    experiments.train_reranker ...``."""
+    env = f"MEMORY_CORE_DATA_DIR={shlex.quote(str(data_dir))} " if data_dir else ""
+    return (env + "python -m experiments.train_reranker "
+            + " ".join(shlex.quote(a) for a in sys.argv[1:])).strip()
+
+
+__all__ = ["FeatureRecorder", "StackedRecipe", "expected_calibration_error", "train_stacked",
+           "stacked_recipe_from_mapping"]

@@ -1,0 +1,213 @@
+"""Accurate mode's default scorer: a learned, calibrated model stacked on first-stage evidence.
+
+For the top ``rerank.pool`` fused candidates the stage computes the features of
+:mod:`memory_core.rerank.features` (each channel's score, rank and gap to the pool's best,
+fused score and rank, query-term coverage, IDF mass, bigram hits, entity and speaker overlap,
+time-window agreement, memory type, length, age, session neighbours; optionally a
+cross-encoder's score) and a scikit-learn model turns each row into ``P(relevant)``:
+
+    relevance_score = calibrated(HGB(features))
+
+``HGB`` is a ``HistGradientBoostingClassifier`` (missing feature values are ``NaN``, handled by
+the trees natively), wrapped in ``CalibratedClassifierCV`` (isotonic, folds split by question),
+so a score of 0.8 means about 80% of such candidates were relevant on held-out questions
+(the model card records the expected calibration error per dataset). Candidates are ordered by
+that probability (ties keep the fused order); the ones beyond the pool are cut with a ``limit``
+drop of stage ``rerank``, as the cross-encoder stage does.
+
+Models live in a folder holding ``model.joblib`` (``{"format", "features", "model"}``) and
+``card.json``; the default one ships inside the package (``trained/stacked_default/``) and is
+rebuilt by ``python -m experiments.train_reranker`` (the exact command is in its card).
+A folder that cannot be loaded, or whose features differ from the code's, is a 422
+``model_unavailable`` naming the path. Only load model files you trust (joblib is pickle).
+
+Example:
+    >>> import numpy as np
+    >>> from memory_core.types import Candidate, Channel, Ranked
+    >>> class Coverage:                      # a toy model: the probability is term coverage
+    ...     names = FEATURE_NAMES; uses_cross_encoder = False
+    ...     def predict(self, features, memory_ids):
+    ...         return features[:, FEATURE_NAMES.index("term_coverage")]
+    ...     def identity(self): return {"model": "coverage"}
+    >>> fused = Ranked((Candidate("mem_1", 0.03, 1, Channel.FUSED),
+    ...                 Candidate("mem_2", 0.02, 2, Channel.FUSED)))
+    >>> X = np.zeros((2, len(FEATURE_NAMES))); X[:, FEATURE_NAMES.index("term_coverage")] = [.2, .9]
+    >>> out = score_pool(fused, X, Coverage(), 50)
+    >>> [(c.memory_id, c.score, c.rank) for c in out.candidates]
+    [('mem_2', 0.9, 1), ('mem_1', 0.2, 2)]
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from memory_core.errors import MemoryCoreError, invalid
+from memory_core.rerank.features import FEATURE_NAMES, FeatureMismatch, check_names
+from memory_core.types import Drop, DropReason, Ranked
+
+MODEL_FILE = "model.joblib"
+CARD_FILE = "card.json"
+MODEL_FORMAT = "memory_core.stacked/1"
+DEFAULT_MODEL_DIR = Path(__file__).resolve().parent / "trained" / "stacked_default"
+
+
+@runtime_checkable
+class RelevanceModel(Protocol):
+    """Scores a pool's feature matrix: one probability of relevance per row, in order."""
+
+    names: tuple[str, ...]
+    uses_cross_encoder: bool
+
+    def predict(self, features: np.ndarray, memory_ids: Sequence[str]) -> Sequence[float]: ...
+
+    def identity(self) -> dict[str, Any]: ...
+
+
+class ScorerOutputError(ValueError):
+    """A relevance model returned the wrong number of scores or a non-finite one."""
+
+
+def _checked(scores: Sequence[float], n: int) -> list[float]:
+    values = [float(s) for s in scores]
+    if len(values) != n:
+        raise ScorerOutputError(f"the relevance model returned {len(values)} scores for {n} rows")
+    bad = [i for i, v in enumerate(values) if not math.isfinite(v)]
+    if bad:
+        raise ScorerOutputError(f"the relevance model returned non-finite scores at {bad[:5]}")
+    return values
+
+
+def score_pool(ranked: Ranked, features: np.ndarray, model: RelevanceModel,
+               pool: int) -> Ranked:
+    """Score the first ``pool`` candidates (``features``: their rows, in order) and order them
+    by probability (ties: fused order); the rest become ``limit`` drops of stage ``rerank``."""
+    if pool < 1:
+        raise ValueError(f"pool must be >= 1, got {pool}")
+    head, tail = ranked.candidates[:pool], ranked.candidates[pool:]
+    if features.shape[0] != len(head):
+        raise ValueError(f"{features.shape[0]} feature rows for {len(head)} candidates")
+    scores = _checked(model.predict(features, [c.memory_id for c in head]) if head else [],
+                      len(head))
+    scored = [dataclasses.replace(c, score=s) for c, s in zip(head, scores, strict=True)]
+    order = sorted(range(len(scored)), key=lambda i: (-scored[i].score, i))
+    drops = [Drop(c.memory_id, DropReason.LIMIT, "rerank", c.score, c.rank,
+                  f"beyond rerank.pool={pool}", c.space_id) for c in tail]
+    return ranked.reranked([scored[i] for i in order], drops)
+
+
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+@dataclass(frozen=True)
+class StackedModel:
+    """A loaded stacked model: the estimator, its feature names, card and file digest."""
+
+    path: str
+    estimator: Any = field(repr=False)
+    names: tuple[str, ...]
+    sha256: str
+    card: dict[str, Any] | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def uses_cross_encoder(self) -> bool:
+        return check_names(self.names)
+
+    @property
+    def model_id(self) -> str:
+        """``<card name>@<first 12 hex of the model file's sha256>``."""
+        name = (self.card or {}).get("name") or Path(self.path).name
+        return f"{name}@{self.sha256[:12]}"
+
+    def predict(self, features: np.ndarray, memory_ids: Sequence[str]) -> list[float]:
+        if features.shape[0] == 0:
+            return []
+        return [float(p) for p in self.estimator.predict_proba(features)[:, 1]]
+
+    def identity(self) -> dict[str, Any]:
+        card = self.card or {}
+        return {"model": self.path, "scorer": "stacked", "id": self.model_id,
+                "sha256": self.sha256, "name": card.get("name"), "features": list(self.names),
+                "card": card or None}
+
+
+def _unavailable(message: str) -> MemoryCoreError:
+    return invalid("model_unavailable", message, "mode")
+
+
+def load_stacked(path: str | Path | None = None) -> StackedModel:
+    """Load a stacked model folder (``None``: the packaged default).
+
+    Raises :class:`MemoryCoreError` (422, reason ``model_unavailable``) naming the path when
+    the folder or its file is missing or unreadable, or its features are not the code's.
+    """
+    folder = Path(path).expanduser() if path is not None else DEFAULT_MODEL_DIR
+    file = folder / MODEL_FILE
+    if not file.is_file():
+        raise _unavailable(f"no stacked relevance model at {file}; train one with `python -m "
+                           "experiments.train_reranker` or set rerank.stacked_model")
+    card_file = folder / CARD_FILE
+    stamp = [(f.stat().st_mtime_ns, f.stat().st_size) if f.is_file() else None
+             for f in (file, card_file)]
+    return _load(str(folder.resolve()), tuple(stamp))
+
+
+@functools.lru_cache(maxsize=8)
+def _load(folder_name: str, stamp: tuple) -> StackedModel:
+    """One load per folder and file version (``stamp``: mtime and size of the model file and
+    card); engines opened on the same model share the read-only estimator."""
+    folder = Path(folder_name)
+    file = folder / MODEL_FILE
+    import joblib
+
+    try:
+        blob = joblib.load(file)
+    except Exception as exc:  # any unreadable file is reported with its path
+        raise _unavailable(f"the stacked relevance model {file} could not be loaded: "
+                           f"{type(exc).__name__}: {exc}") from exc
+    if not isinstance(blob, dict) or blob.get("format") != MODEL_FORMAT:
+        raise _unavailable(f"{file} is not a {MODEL_FORMAT} model file")
+    names = tuple(blob.get("features") or ())
+    try:
+        check_names(names)
+    except FeatureMismatch as exc:
+        raise _unavailable(f"{file}: {exc}") from exc
+    card = None
+    if (folder / CARD_FILE).is_file():
+        card = json.loads((folder / CARD_FILE).read_text())
+    return StackedModel(str(folder), blob["model"], names, file_sha256(file), card)
+
+
+def save_stacked(folder: str | Path, estimator: Any, names: Sequence[str],
+                 card: dict[str, Any]) -> Path:
+    """Write ``model.joblib`` and ``card.json`` (with the model file's sha256) into ``folder``."""
+    import joblib
+
+    check_names(names)
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    file = folder / MODEL_FILE
+    joblib.dump({"format": MODEL_FORMAT, "features": list(names), "model": estimator}, file,
+                compress=3)
+    card = {**card, "features": list(names), "model_file": MODEL_FILE,
+            "sha256": file_sha256(file)}
+    (folder / CARD_FILE).write_text(json.dumps(card, indent=2, default=str) + "\n")
+    return file
+
+
+__all__ = ["DEFAULT_MODEL_DIR", "FEATURE_NAMES", "RelevanceModel", "ScorerOutputError",
+           "StackedModel", "load_stacked", "save_stacked", "score_pool"]
