@@ -39,8 +39,8 @@ class ChannelsSpec:
 
     dense: bool = True
     keyword: bool = True
-    dense_pool: int = 50
-    keyword_pool: int = 50
+    dense_pool: int = 100
+    keyword_pool: int = 100
     # temporal: eligible memories whose event time (fallback: timestamp) falls in the window the
     # query names, ranked by cosine similarity; no window named, no list (it removes nothing)
     temporal: bool = True
@@ -76,7 +76,8 @@ class ChannelsSpec:
     recency_half_life_days: float = 30.0
     # keyword: BM25 weight of a turn's neighbour turns (the indexed ``context`` column, see
     # memory_core/store.py _refresh_turn_context) beside its own text (weight 1); 0 = own text only
-    keyword_context_weight: float = 0.0
+    # (0.4: best of 0 / 0.2 / 0.4 on LongMemEval oracle and an S subset; README "First stage")
+    keyword_context_weight: float = 0.4
 
     def __post_init__(self) -> None:
         w = self.keyword_context_weight
@@ -93,15 +94,21 @@ class FusionSpec:
     ``weights`` weighs 1.0). See ``memory_core/fusion/``.
     """
 
-    method: str = "rrf"
+    # default: min-max weighted sum (RRF let the weaker MiniLM list dilute BM25 on conversation
+    # turns; weights chosen on LongMemEval, README "First stage")
+    method: str = "weighted"
     rrf_k: int = 60
     norm: str = "minmax"
-    weights: Mapping[str, float] = field(default_factory=lambda: {"dense": 1.0, "keyword": 1.0})
+    weights: Mapping[str, float] = field(default_factory=lambda: {
+        "dense": 1.0, "keyword": 1.0, "temporal": 0.5, "graph": 0.5})
     # after fusion (memory_core/fusion/boost.py): a memory also scores by the best fused score
     # of its session (hierarchical evidence) and when the query names its speaker
     # (``metadata[speaker_key]``); 0 = off
+    # session_weight 0: it lowered LongMemEval S turn recall (it helps LoCoMo: an ablation row);
+    # speaker_weight 0.4: chosen by 2-fold cross-fitting over LoCoMo conversations (no other
+    # data set names its speakers); README "First stage"
     session_weight: float = 0.0
-    speaker_weight: float = 0.0
+    speaker_weight: float = 0.4
     speaker_key: str = "speaker"
 
     def __post_init__(self) -> None:

@@ -61,7 +61,7 @@ def test_bad_inputs_raise():
 
 
 def test_fuse_dispatches_on_spec_and_spec_validates():
-    rrf_order = [c.memory_id for c in fuse([DENSE, KW], FusionSpec())]
+    rrf_order = [c.memory_id for c in fuse([DENSE, KW], FusionSpec(method="rrf"))]
     assert rrf_order[0] == "c"  # dense rank 3 + keyword rank 1 beats a (dense rank 1 only)
     weighted = fuse([DENSE, KW], FusionSpec(method="weighted", weights={"keyword": 0.1}))
     assert weighted[0].memory_id == "a"
