@@ -39,8 +39,8 @@ class ChannelsSpec:
 
     dense: bool = True
     keyword: bool = True
-    dense_pool: int = 100
-    keyword_pool: int = 100
+    dense_pool: int = 50
+    keyword_pool: int = 50
     # temporal: eligible memories whose event time (fallback: timestamp) falls in the window the
     # query names, ranked by cosine similarity; no window named, no list (it removes nothing)
     temporal: bool = True
