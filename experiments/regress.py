@@ -71,7 +71,7 @@ PRESETS: tuple[Preset, ...] = (
         name="synthetic",
         overrides=("data=synthetic", *_COMMON),
         tracked=tuple(f"fast/{view}/{group}/{m}"
-                      for view in ("with_observations", "raw_turns")
+                      for view in ("raw_turns", "with_observations")
                       for group in ("all", "near_verbatim", "paraphrase")
                       for m in _CORE),
     ),
@@ -81,10 +81,10 @@ PRESETS: tuple[Preset, ...] = (
                    "eval.headline={cat1-4:['1','2','3','4']}",
                    "eval.session_metrics=[recall_any@5]", *_COMMON),
         tracked=tuple(f"fast/{view}/{group}/{m}"
-                      for view in ("with_observations", "raw_turns")
+                      for view in ("raw_turns", "with_observations")
                       for group in ("cat1-4", "5")
-                      for m in (*_CORE, *(("session_recall_any@5",) if group == "cat1-4"
-                                          else ()))),
+                      for m in (*_CORE, *(("session_recall_any@5", "pool_recall@50")
+                                          if group == "cat1-4" else ()))),
         needs="locomo",
     ),
 )

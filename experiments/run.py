@@ -19,6 +19,7 @@ ID-based context recall/precision (:mod:`experiments.ragas_metrics`).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import platform
@@ -48,6 +49,8 @@ from memory_core import MemoryEngine
 # comparable with other engines); ``with_observations``: the store as built, where a dataset's
 # LLM-written observations (LoCoMo ships them) may answer for their source turns. A dataset
 # without observations has only the second view (it is then the raw view).
+log = logging.getLogger(__name__)
+
 VIEWS = {
     "raw_turns": {"memory_types": ["fact"], "prefer_observations": False},
     "with_observations": {},
@@ -150,9 +153,11 @@ def evaluate(engine: MemoryEngine, queries: list[QueryDef], ids: IdMap, cfg: Dic
         ragas = RagasIdScorer(k=int(cfg.eval.get("ragas_k") or max(cfg.eval.ks)))
     views = [v for v in VIEWS if v == "with_observations" or (cfg.eval.raw_turns and has_observations)]
     pool_ks = [int(k) for k in (cfg.eval.get("pool_ks") or [])]
-    if pool_ks and max(pool_ks) > engine.spec.trace.depth:
-        raise ValueError(f"eval.pool_ks {pool_ks} needs engine.trace.depth >= {max(pool_ks)}, "
-                         f"got {engine.spec.trace.depth}")
+    shallow = [k for k in pool_ks if k > engine.spec.trace.depth]
+    if shallow:  # run_experiment deepens the traces; a direct caller's engine may not have
+        log.warning("pool_recall@%s not scored: the engine's traces keep %d candidates "
+                    "(engine.trace.depth)", shallow, engine.spec.trace.depth)
+        pool_ks = [k for k in pool_ks if k not in shallow]
     rows: list[dict[str, Any]] = []
     for mode in (modes if modes is not None else list(cfg.eval.modes)):
         for view in views:
@@ -214,6 +219,10 @@ def run_experiment(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     t_start = time.perf_counter()
     dataset = load_dataset(to_plain(cfg.data), cfg.paths.data_dir)
     spec = engine_spec(cfg)
+    pool_ks = [int(k) for k in (cfg.eval.get("pool_ks") or [])]
+    if pool_ks and max(pool_ks) > spec.trace.depth:  # the traces must hold the deepest pool cut
+        spec = dataclasses.replace(spec, trace=dataclasses.replace(spec.trace,
+                                                                   depth=max(pool_ks)))
     spec, reranker_info = prepare_reranker(cfg, spec, dataset)  # trains it once if missing
     store_print = reuse.fingerprint(dataset, to_plain(cfg.data), spec)
     reused = cfg.eval.get("reuse_store")

@@ -102,9 +102,8 @@ def router(svc: Service, principal: Callable[..., Any]) -> APIRouter:
                                                         **errors()})
     async def list_spaces(p: str = who) -> JSONResponse:
         """The spaces where the caller holds a role."""
-        spaces = await svc.gate.run(eng.list_spaces)
-        return JSONResponse({"spaces": [space_body(s, s.members[p]) for s in spaces
-                                        if p in s.members]})
+        spaces = await svc.gate.run(eng.list_spaces, p)
+        return JSONResponse({"spaces": [space_body(s, s.members[p]) for s in spaces]})
 
     @api.post("/spaces", status_code=201, response_model=None,
               openapi_extra=body_spec(models.SpaceCreate),
@@ -170,7 +169,7 @@ def router(svc: Service, principal: Callable[..., Any]) -> APIRouter:
             if body.get("space_id") is not None and body.get("route") is None:
                 svc.require_writer(body["space_id"], p)
             memory_id = eng.write(**body)
-            return memory_id, eng.get_memory(memory_id).space_id
+            return memory_id, eng.get_memory(memory_id, principal=p).space_id
         memory_id, space_id = await svc.gate.run(write)
         return JSONResponse({"memory_id": memory_id, "space_id": space_id}, status_code=201)
 
@@ -179,11 +178,7 @@ def router(svc: Service, principal: Callable[..., Any]) -> APIRouter:
     async def get_memory(memory_id: str, p: str = who) -> JSONResponse:
         """A stored memory (404 unless the caller holds a role in its space)."""
         def read() -> dict[str, Any]:
-            m = eng.get_memory(memory_id)
-            space = eng.store.get_space(m.space_id)
-            if space is None or p not in space.members:
-                raise not_found("memory", memory_id)
-            return memory_body(m)
+            return memory_body(eng.get_memory(memory_id, principal=p))  # 404 outside p
         return JSONResponse(await svc.gate.run(read))
 
     return api

@@ -93,9 +93,9 @@ def test_malformed_scores_are_rejected(bad):
 # --------------------------------------------------------------------------- in the engine
 @pytest.fixture
 def notes(hash_embedder):
-    def make(reranker, **rerank):
+    def make(reranker, default_mode="fast", **rerank):
         spec = EngineSpec(rerank=RerankSpec(scorer="cross_encoder", **rerank),
-                          dedup=DedupSpec(exact=False, near=False))
+                          dedup=DedupSpec(exact=False, near=False), default_mode=default_mode)
         eng = MemoryEngine.open(":memory:", spec, embedder=hash_embedder, reranker=reranker)
         eng.create_space("s")
         ids = eng.write_many("s", [
@@ -125,10 +125,17 @@ def test_accurate_mode_scores_are_the_rerankers(notes):
     assert stages["mode"] == "accurate" and stages["rerank"]["status"] == "ok"
 
 
-def test_default_mode_is_accurate_when_a_reranker_exists(notes):
-    eng, _ = notes(WordOverlap())
+def test_default_mode_is_accurate_when_configured_and_a_reranker_exists(notes):
+    eng, _ = notes(WordOverlap(), default_mode="accurate")
     resp = eng.retrieve(query="invoices Stripe", space_id="s", receipt=True)
     assert eng.get_receipt(resp.receipt_id).stages["mode"] == "accurate"
+    assert resp.fallback is None
+
+
+def test_default_mode_is_fast(notes):
+    eng, _ = notes(WordOverlap())
+    resp = eng.retrieve(query="invoices Stripe", space_id="s", receipt=True)
+    assert eng.get_receipt(resp.receipt_id).stages["mode"] == "fast"
     assert resp.fallback is None
 
 
@@ -167,7 +174,8 @@ def test_reranker_failure_with_fallback_is_recorded(notes):
 @pytest.fixture
 def ce_engine(hash_embedder):
     """An engine whose accurate mode is the cross-encoder alone (none trained here)."""
-    spec = EngineSpec(rerank=RerankSpec(scorer="cross_encoder", trained="never-trained"))
+    spec = EngineSpec(rerank=RerankSpec(scorer="cross_encoder", trained="never-trained"),
+                      default_mode="accurate")
     eng = MemoryEngine.open(":memory:", spec, embedder=hash_embedder)
     yield eng
     eng.close()

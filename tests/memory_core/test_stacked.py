@@ -82,11 +82,12 @@ def test_score_pool_orders_by_probability_and_cuts_beyond_the_pool():
         score_pool(fused, X[:1], Fixed(), pool=2)
 
 
-def test_default_engine_is_accurate_with_the_packaged_model(hash_embedder):
+def test_default_engine_scores_accurate_with_the_packaged_model(hash_embedder):
     with filled(MemoryEngine.open(":memory:", embedder=hash_embedder)) as eng:
         assert eng.rerank_unavailable is None and eng.reranker is None
+        assert eng.spec.default_mode == "fast"  # fast wins on LoCoMo (README)
         resp = eng.retrieve(query="Where does Alice work now?", space_id="s", limit=3,
-                            receipt=True)
+                            mode="accurate", receipt=True)
         scores = [r.relevance_score for r in resp.results]
         assert len(scores) == 3 and scores == sorted(scores, reverse=True)
         assert all(0.0 <= s <= 1.0 for s in scores)
@@ -121,8 +122,9 @@ def test_receipt_rows_hold_the_features_the_model_saw(hash_embedder):
 
 def test_missing_model_is_a_422_naming_the_path(hash_embedder, tmp_path):
     where = tmp_path / "nowhere"
-    with filled(MemoryEngine.open(":memory:", spec(stacked_model=str(where)),
-                                  embedder=hash_embedder)) as eng:
+    with filled(MemoryEngine.open(":memory:", dataclasses.replace(
+            spec(stacked_model=str(where)), default_mode="accurate"),
+            embedder=hash_embedder)) as eng:
         with pytest.raises(MemoryCoreError) as err:
             eng.retrieve(query="Alice", space_id="s", mode="accurate")
         assert err.value.status == 422 and err.value.reason == "mode_unavailable"
