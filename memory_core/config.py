@@ -104,11 +104,11 @@ class FusionSpec:
     # after fusion (memory_core/fusion/boost.py): a memory also scores by the best fused score
     # of its session (hierarchical evidence) and when the query names its speaker
     # (``metadata[speaker_key]``); 0 = off
-    # session_weight 0: it lowered LongMemEval S turn recall (it helps LoCoMo: an ablation row);
-    # speaker_weight 0.4: chosen by 2-fold cross-fitting over LoCoMo conversations (no other
-    # data set names its speakers); README "First stage"
+    # both off by default (README "First stage on conversation turns"): session evidence lowered
+    # LongMemEval S turn recall; the speaker boost helps LoCoMo's categories 1-4 but costs its
+    # adversarial category 5 more (questions that name the wrong person), net negative overall
     session_weight: float = 0.0
-    speaker_weight: float = 0.4
+    speaker_weight: float = 0.0
     speaker_key: str = "speaker"
 
     def __post_init__(self) -> None:
