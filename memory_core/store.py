@@ -663,6 +663,11 @@ def _refresh_turn_context(c: sqlite3.Connection, rowids: Sequence[int]) -> None:
     through the question it answers, and the turn itself is what comes back. Writing a turn
     changes its neighbours' contexts too, so they are recomputed in the same transaction.
     Cost: two indexed look-ups per affected turn, no embedding.
+
+    Limits, known and accepted: the neighbour must share space, session, user and agent, so no
+    other user's words reach a turn; but a neighbour a request's *tag* filter excludes, or one
+    recorded after the request's ``as_of``, still lends its words to the rank of a turn the
+    request may see (never its text: results, blocks and receipts show the turn alone).
     """
     if not rowids:
         return
