@@ -116,6 +116,9 @@ class FusionSpec:
             w = getattr(self, name)
             if not (isinstance(w, (int, float)) and 0.0 <= w <= 10.0):
                 raise ValueError(f"fusion.{name} must be within [0, 10], got {w!r}")
+        if not self.speaker_key or any(ch in self.speaker_key for ch in '"\\'):
+            raise ValueError("fusion.speaker_key must be a non-empty metadata key without "
+                             f"quotes or backslashes, got {self.speaker_key!r}")
         if self.method not in ("rrf", "weighted"):
             raise ValueError(f"unknown fusion method {self.method!r}; valid: rrf, weighted")
         if self.norm not in ("minmax", "zscore"):

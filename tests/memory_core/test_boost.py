@@ -63,6 +63,9 @@ def test_fusion_spec_rejects_bad_weights():
         FusionSpec(session_weight=-0.1)
     with pytest.raises(ValueError, match="speaker_weight"):
         FusionSpec(speaker_weight=float("inf"))
+    for key in ("", 'say"s', "a\\b"):
+        with pytest.raises(ValueError, match="speaker_key"):
+            FusionSpec(speaker_key=key)
 
 
 def test_engine_ranks_the_named_speakers_turn_first(hash_embedder):
