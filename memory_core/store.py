@@ -15,7 +15,10 @@ Storage (bytes per memory, measured by ``benchmarks/storage.py``):
 
 Schema versions (``meta.schema_version``) migrate existing stores on open, in one transaction
 each: 2 moves embeddings out of ``memories`` and packs MinHash signatures; 3 zero-pads instants
-of years before 1000 (``999-...`` sorted after ``2024-...`` as text).
+of years before 1000 (``999-...`` sorted after ``2024-...`` as text); 4 gives the neighbour-turn
+context its own full-text table (``memories_ctx``, see :func:`_refresh_turn_context`) so that a
+turn's words are counted once when BM25 weighs them. The version is read and written inside
+one write transaction, so two processes opening an old store migrate it once.
 
 A file SQLite cannot read (not a database, a damaged page) is a :class:`MemoryCoreError`
 ``store_damaged`` naming the path, on open or on the first statement that meets the damage.
@@ -37,7 +40,7 @@ import numpy as np
 from memory_core.errors import store_damaged
 from memory_core.types import Memory, MemoryType, Receipt, Space, frozen_map
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 PAGE_SIZE = 8192  # new stores only (see the module docstring)
 MINHASH_STORED = np.uint32  # on disk; read back as uint64 (what memory_core.dedup compares)
 
@@ -101,7 +104,10 @@ CREATE TABLE IF NOT EXISTS memory_entities (
 );
 CREATE INDEX IF NOT EXISTS memory_entities_entity ON memory_entities(entity);
 CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts USING fts5(
-    content, context, tokenize = 'porter unicode61 remove_diacritics 2'
+    content, tokenize = 'porter unicode61 remove_diacritics 2'
+);
+CREATE VIRTUAL TABLE IF NOT EXISTS memories_ctx USING fts5(
+    context, tokenize = 'porter unicode61 remove_diacritics 2'
 );
 CREATE TABLE IF NOT EXISTS memory_scopes (
     memory_rowid INTEGER NOT NULL REFERENCES memories(rowid),
@@ -222,8 +228,6 @@ class Store:
             self._conn.execute("PRAGMA foreign_keys=ON")
             self._conn.executescript(SCHEMA)
             self._migrate(fresh)
-            self._add_column("memories", "timestamp_sent", "TEXT")
-            self._migrate_fts_context()
 
     @contextmanager
     def _translated(self) -> Iterator[None]:
@@ -236,26 +240,29 @@ class Store:
             raise
 
     def _migrate(self, fresh: bool) -> None:
-        """Bring an existing store to :data:`SCHEMA_VERSION` (see the module docstring)."""
-        rows = self._conn.execute("SELECT value FROM meta WHERE key = 'schema_version'")
-        found = rows.fetchone()
-        version = int(found[0]) if found else (SCHEMA_VERSION if fresh else 1)
-        columns = {r[1] for r in self._conn.execute("PRAGMA table_info(memories)")}
-        if "embedding" not in columns and version < 2:
-            version = 2  # created by a schema that never had the column
+        """Bring an existing store to :data:`SCHEMA_VERSION` (see the module docstring).
+
+        Everything is read and written inside one ``BEGIN IMMEDIATE`` transaction: a second
+        process opening the same old store waits, then finds it migrated. The version is
+        written only when it changes."""
         with self.transaction() as c:
+            found = c.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+            stored = int(found[0]) if found else None
+            version = stored if stored is not None else (SCHEMA_VERSION if fresh else 1)
+            columns = {r[1] for r in c.execute("PRAGMA table_info(memories)")}
+            if "embedding" not in columns and version < 2:
+                version = 2  # created by a schema that never had the column
             if version < 2:
                 _migrate_vectors(c)
             if version < 3:
                 _migrate_instants(c)
-            c.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('schema_version', ?)",
-                      (str(SCHEMA_VERSION),))
-
-    def _add_column(self, table: str, column: str, kind: str) -> None:
-        """A column added after a store's creation (stores made by older code gain it, NULL)."""
-        have = {r["name"] for r in self._conn.execute(f"PRAGMA table_info({table})")}
-        if column not in have:
-            self._conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
+            if "timestamp_sent" not in columns:  # added within schema 3
+                c.execute("ALTER TABLE memories ADD COLUMN timestamp_sent TEXT")
+            if version < 4:
+                _rebuild_fulltext(c)
+            if stored != SCHEMA_VERSION:
+                c.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('schema_version', ?)",
+                          (str(SCHEMA_VERSION),))
 
     def close(self) -> None:
         with self._lock:
@@ -327,7 +334,7 @@ class Store:
                 ).lastrowid
                 c.execute("INSERT INTO memory_vectors(rowid, embedding) VALUES (?, ?)",
                           (rowid, np.ascontiguousarray(it.embedding, dtype=np.float32).tobytes()))
-                c.execute("INSERT INTO memories_fts(rowid, content, context) VALUES (?, ?, '')",
+                c.execute("INSERT INTO memories_fts(rowid, content) VALUES (?, ?)",
                           (rowid, it.content))
                 c.executemany("INSERT OR IGNORE INTO memory_tags VALUES (?, ?)",
                               [(rowid, t) for t in it.tags])
@@ -345,24 +352,6 @@ class Store:
                           "DO UPDATE SET version = version + 1",
                           [(sp,) for sp in dict.fromkeys(it.space_id for it in items)])
         return rowids
-
-    def _migrate_fts_context(self) -> None:
-        """Stores written before the ``context`` column (neighbour turns, see
-        :func:`_refresh_turn_context`) get the column and their contexts, once, in one
-        transaction: the full-text table is rebuilt from ``memories``."""
-        with self._lock:
-            cols = [d[0] for d in self._conn.execute("SELECT * FROM memories_fts LIMIT 0")
-                    .description]
-        if "context" in cols:
-            return
-        with self.transaction() as c:
-            c.execute("DROP TABLE memories_fts")
-            c.execute(SCHEMA[SCHEMA.index("CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts"):]
-                      .split(";")[0])
-            c.execute("INSERT INTO memories_fts(rowid, content, context) "
-                      "SELECT rowid, content, '' FROM memories")
-            _refresh_turn_context(c, [int(r[0]) for r in c.execute(
-                "SELECT rowid FROM memories WHERE session_id IS NOT NULL")])
 
     def turn_attributes(self, rowids: Iterable[int], speaker_key: str
                         ) -> dict[int, tuple[str | None, str | None]]:
@@ -382,9 +371,10 @@ class Store:
         return out
 
     def turn_context(self, rowid: int) -> str | None:
-        """The neighbour text indexed beside a memory (``None``: no such row)."""
-        rows = self._query("SELECT context FROM memories_fts WHERE rowid = ?", (rowid,))
-        return rows[0][0] if rows else None
+        """The neighbour text indexed beside a memory (``""``: none; ``None``: no such row)."""
+        rows = self._query("SELECT m.rowid, x.context FROM memories m LEFT JOIN memories_ctx x "
+                           "ON x.rowid = m.rowid WHERE m.rowid = ?", (rowid,))
+        return (rows[0][1] or "") if rows else None
 
     def versions(self) -> dict[str, int]:
         """Every space's version: 0 when never written, +1 per write batch touching it. A
@@ -526,20 +516,32 @@ class Store:
         """BM25 (SQLite FTS5) over one space's eligible memories: [(rowid, score)], best first.
 
         FTS5's ``bm25()`` is lower-is-better; the returned score is its negation. The memory's
-        own text weighs 1; its neighbour turns' text (``context`` column) weighs
-        ``context_weight`` (0: not searched at all, only the memory's own words match).
+        own text is scored in ``memories_fts``; its neighbour turns' text in ``memories_ctx``,
+        a table of its own, so each keeps its own document frequencies and lengths (one
+        table with two columns would count a turn's words three times: in the turn and in
+        both neighbours' contexts). The score is ``bm25(own) + context_weight * bm25(context)``
+        (0: the context is not searched at all).
         """
         w = float(context_weight)
         if not (w == w and 0.0 <= w <= 10.0):  # NaN or out of range
             raise ValueError(f"context_weight must be within [0, 10], got {context_weight!r}")
         if w == 0.0:
-            match = f"content : ({match})"
+            hits = ("SELECT rowid, -bm25(memories_fts) AS s FROM memories_fts "
+                    "WHERE memories_fts MATCH ?")
+            params: tuple[Any, ...] = (match,)
+        else:
+            hits = ("SELECT rowid, -bm25(memories_fts) AS s FROM memories_fts "
+                    "WHERE memories_fts MATCH ? UNION ALL "
+                    "SELECT rowid, -? * bm25(memories_ctx) AS s FROM memories_ctx "
+                    "WHERE memories_ctx MATCH ?")
+            params = (match, w, match)
         rows = self._query(
-            f"SELECT f.rowid, bm25(memories_fts, 1.0, {w!r}) AS s FROM memories_fts f "
-            "JOIN memories m ON m.rowid = f.rowid "
-            f"WHERE memories_fts MATCH ? AND m.space_id = ? AND ({flt.where}) "
-            "ORDER BY s, f.rowid LIMIT ?", (match, space_id, *flt.params, depth))
-        return [(int(r[0]), -float(r[1])) for r in rows]
+            f"WITH hits AS MATERIALIZED ({hits}) SELECT h.rowid, SUM(h.s) AS s FROM hits h "
+            "JOIN memories m ON m.rowid = h.rowid "
+            f"WHERE m.space_id = ? AND ({flt.where}) "
+            "GROUP BY h.rowid ORDER BY s DESC, h.rowid LIMIT ?",
+            (*params, space_id, *flt.params, depth))
+        return [(int(r[0]), float(r[1])) for r in rows]
 
     def tag_vocabulary(self, space_id: str, limit: int, visible: SqlFilter = SqlFilter()
                        ) -> list[tuple[str, int]]:
@@ -643,12 +645,12 @@ class Store:
 _TURN_ORDER_BEFORE = (
     "SELECT m.rowid, m.content FROM memories m WHERE m.space_id = ? AND m.session_id = ? "
     "AND m.memory_type = 'fact' AND m.user_id IS ? AND m.agent_id IS ? AND "
-    "(m.timestamp < ? OR (m.timestamp = ? AND m.rowid < ?)) "
+    "m.timestamp <= ? AND (m.timestamp < ? OR m.rowid < ?) "
     "ORDER BY m.timestamp DESC, m.rowid DESC LIMIT 1")
 _TURN_ORDER_AFTER = (
     "SELECT m.rowid, m.content FROM memories m WHERE m.space_id = ? AND m.session_id = ? "
     "AND m.memory_type = 'fact' AND m.user_id IS ? AND m.agent_id IS ? AND "
-    "(m.timestamp > ? OR (m.timestamp = ? AND m.rowid > ?)) "
+    "m.timestamp >= ? AND (m.timestamp > ? OR m.rowid > ?) "
     "ORDER BY m.timestamp, m.rowid LIMIT 1")
 
 
@@ -657,17 +659,18 @@ def _refresh_turn_context(c: sqlite3.Connection, rowids: Sequence[int]) -> None:
 
     A fact with a ``session_id`` is a turn of that session; its *context* is the text of the
     turn before and the turn after it (same space, session, user and agent; ordered by
-    timestamp, then write order). The context goes into the ``context`` column of the
-    full-text table, never into the memory: the keyword channel weighs it
+    timestamp, then write order). The context goes into its own full-text table
+    (``memories_ctx``), never into the memory: the keyword channel weighs it
     (``channels.keyword_context_weight``), so a short answer ("Yes, last Tuesday!") is found
     through the question it answers, and the turn itself is what comes back. Writing a turn
     changes its neighbours' contexts too, so they are recomputed in the same transaction.
-    Cost: two indexed look-ups per affected turn, no embedding.
+    Cost: two index seeks per affected turn, no embedding.
 
     Limits, known and accepted: the neighbour must share space, session, user and agent, so no
-    other user's words reach a turn; but a neighbour a request's *tag* filter excludes, or one
-    recorded after the request's ``as_of``, still lends its words to the rank of a turn the
-    request may see (never its text: results, blocks and receipts show the turn alone).
+    other user's words reach a turn; but a neighbour that a request's filters exclude (its
+    tags, lens, labels or scope, its ``occurred_*`` window, or recorded after the request's
+    ``as_of``) still lends its words to the rank of a turn the request may see. Never its
+    text: results, context blocks and receipts show the turn alone.
     """
     if not rowids:
         return
@@ -685,12 +688,38 @@ def _refresh_turn_context(c: sqlite3.Connection, rowids: Sequence[int]) -> None:
                     m = c.execute("SELECT space_id, session_id, user_id, agent_id, timestamp "
                                   "FROM memories WHERE rowid = ?", (n[0],)).fetchone()
                     affected[int(n[0])] = tuple(m)
+    contexts = []
     for rowid, (space, session, user, agent, ts) in affected.items():
         parts = [n[1] for sql in (_TURN_ORDER_BEFORE, _TURN_ORDER_AFTER)
                  if (n := c.execute(sql, (space, session, user, agent, ts, ts, rowid))
                      .fetchone()) is not None]
-        c.execute("UPDATE memories_fts SET context = ? WHERE rowid = ?",
-                  ("\n".join(parts), rowid))
+        contexts.append((rowid, "\n".join(parts)))
+    _write_contexts(c, contexts)
+
+
+def _write_contexts(c: sqlite3.Connection, contexts: Sequence[tuple[int, str]]) -> None:
+    """Replace the ``memories_ctx`` rows of these memories; an empty context has no row."""
+    c.executemany("DELETE FROM memories_ctx WHERE rowid = ?", [(r,) for r, _ in contexts])
+    c.executemany("INSERT INTO memories_ctx(rowid, context) VALUES (?, ?)",
+                  [(r, text) for r, text in contexts if text])
+
+
+def _rebuild_fulltext(c: sqlite3.Connection) -> None:
+    """Schema 4: ``memories_fts`` holds the memory's own text only and ``memories_ctx`` every
+    turn's neighbour text, rebuilt from ``memories`` in one pass (a window over each
+    session's turns, in the order of :func:`_refresh_turn_context`)."""
+    c.execute("DROP TABLE IF EXISTS memories_fts")
+    c.execute("DELETE FROM memories_ctx")
+    c.execute(SCHEMA[SCHEMA.index("CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts"):]
+              .split(";")[0])
+    c.execute("INSERT INTO memories_fts(rowid, content) SELECT rowid, content FROM memories")
+    rows = c.execute(
+        "SELECT rowid, LAG(content) OVER w, LEAD(content) OVER w FROM memories "
+        "WHERE session_id IS NOT NULL AND memory_type = 'fact' "
+        "WINDOW w AS (PARTITION BY space_id, session_id, user_id, agent_id "
+        "ORDER BY timestamp, rowid)").fetchall()
+    _write_contexts(c, [(int(r[0]), "\n".join(t for t in (r[1], r[2]) if t is not None))
+                        for r in rows])
 
 
 def pack_minhash(signature: bytes | None) -> bytes | None:

@@ -41,6 +41,11 @@ def chat(hash_embedder):
         {"content": "Bob booked the Lisbon flight for July.", "session_id": "s3",
          "user_id": "u2", "timestamp": "2024-04-02T09:00:00Z"},
     ])
+    # another space's unrelated notes: full-text statistics (document frequencies) are
+    # store-wide, and with five documents every shared word looks common
+    e.create_space("notes")
+    e.write_many("notes", [{"content": f"Note {i}: water the plants on shelf {i}."}
+                           for i in range(20)])
     yield e
     e.close()
 

@@ -13,6 +13,7 @@ import pytest
 
 from memory_core import MemoryCoreError, MemoryEngine
 from memory_core.config import EngineSpec
+from memory_core.store import SCHEMA_VERSION
 from memory_core.errors import ErrorCode
 from memory_core.index_files import (MAGIC, DamageReason, IndexFileError, IndexHeader,
                                      file_name, read_index_file, write_index_file)
@@ -237,7 +238,7 @@ def test_old_store_is_migrated_embeddings_moved_and_years_padded(tmp_path, hash_
         assert got.results == []  # both were recorded now
         assert eng.retrieve(query="modern record", space_id="a", channels="vector",
                             limit=1).results[0].memory_id == new
-        assert eng.store.get_meta("schema_version") == "3"
+        assert eng.store.get_meta("schema_version") == str(SCHEMA_VERSION)
 
 
 def test_threads_writing_and_reading_never_index_a_row_twice(tmp_path, hash_embedder):

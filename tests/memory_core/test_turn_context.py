@@ -1,5 +1,5 @@
 """Conversational context at index time: a turn is indexed with its neighbour turns (the
-keyword channel's ``context`` column), and the turn itself is what comes back."""
+keyword channel's ``memories_ctx`` table), and the turn itself is what comes back."""
 
 from __future__ import annotations
 
@@ -81,18 +81,24 @@ def test_keyword_search_rejects_an_out_of_range_context_weight(engine):
         ChannelsSpec(keyword_context_weight=-1)
 
 
-def test_store_without_context_column_is_migrated_on_open(tmp_path):
+@pytest.mark.parametrize("fts_columns", ["content", "content, context"])
+def test_older_store_is_migrated_on_open(tmp_path, fts_columns):
+    """Schema 3 stores (one full-text table, with or without the context column) get the
+    neighbour contexts in their own table, once, on open."""
     path = tmp_path / "old.sqlite"
     store = Store(path)
     store.close()
-    con = sqlite3.connect(path)  # an older store: full-text table without the context column
-    con.executescript("""
-        INSERT INTO spaces VALUES ('s', '', 0, '{}', '2024-01-01T00:00:00Z');
+    con = sqlite3.connect(path)
+    con.executescript(f"""
+        INSERT INTO spaces VALUES ('s', '', 0, '{{}}', '2024-01-01T00:00:00Z');
         DROP TABLE memories_fts;
-        CREATE VIRTUAL TABLE memories_fts USING fts5(content,
+        DROP TABLE memories_ctx;
+        CREATE VIRTUAL TABLE memories_fts USING fts5({fts_columns},
             tokenize = 'porter unicode61 remove_diacritics 2');
+        UPDATE meta SET value = '3' WHERE key = 'schema_version';
     """)
-    for i, text in enumerate(["Bob: Did you visit the museum?", "Alice: Yes, last Tuesday!"]):
+    turns = ["Bob: Did you visit the museum?", "Alice: Yes, last Tuesday!", "Bob: Nice."]
+    for i, text in enumerate(turns):
         con.execute("INSERT INTO memories(rowid, space_id, content, content_hash, memory_type, "
                     "metadata, entities, timestamp, recorded_at, session_id) "
                     "VALUES (?, 's', ?, ?, 'fact', '{}', '[]', ?, ?, 'x')",
@@ -101,6 +107,36 @@ def test_store_without_context_column_is_migrated_on_open(tmp_path):
     con.commit()
     con.close()
     store = Store(path)
-    assert store.turn_context(2) == "Bob: Did you visit the museum?"
+    assert store.turn_context(2) == "Bob: Did you visit the museum?\nBob: Nice."
+    assert store.turn_context(1) == "Alice: Yes, last Tuesday!"
+    assert store.turn_context(99) is None
     assert [r for r, _ in store.keyword_search("s", '"museum"', SqlFilter(), 5, 0.5)] == [1, 2]
+    assert [r for r, _ in store.keyword_search("s", '"museum"', SqlFilter(), 5, 0.0)] == [1]
+    assert store.get_meta("schema_version") == "4"
     store.close()
+
+
+def test_context_does_not_inflate_document_frequency(engine):
+    """A word that occurs in one turn is as rare with contexts indexed as without: the turn's
+    own BM25 score does not change when context is weighed in (its neighbours' contexts hold
+    the word, but in a table of their own)."""
+    engine.create_space("s")
+    filler = [f"Bob: filler line number {i} about nothing" for i in range(30)]
+    turns = filler[:10] + ["Alice: the zeppelin flew"] + filler[10:]
+    engine.write_many("s", [{"content": t, "session_id": "x",
+                             "timestamp": f"2024-01-01T00:{i:02d}:00Z"}
+                            for i, t in enumerate(turns)])
+    own = dict(engine.store.keyword_search("s", '"zeppelin"', SqlFilter(), 5, 0.0))
+    both = dict(engine.store.keyword_search("s", '"zeppelin"', SqlFilter(), 5, 0.5))
+    (turn,) = own
+    assert both[turn] == pytest.approx(own[turn])
+    neighbours = sorted(set(both) - {turn})
+    assert len(neighbours) == 2 and all(0 < both[n] < both[turn] for n in neighbours)
+
+
+def test_turn_neighbour_lookups_seek_the_session_index(engine):
+    from memory_core.store import _TURN_ORDER_AFTER, _TURN_ORDER_BEFORE
+    for sql in (_TURN_ORDER_BEFORE, _TURN_ORDER_AFTER):
+        plan = " ".join(r[3] for r in engine.store._query(
+            "EXPLAIN QUERY PLAN " + sql, ("s", "x", None, None, T, T, 1)))
+        assert "memories_session (space_id=? AND session_id=? AND timestamp" in plan, plan
