@@ -39,10 +39,12 @@ import numpy as np
 
 from memory_core.errors import store_damaged
 from memory_core.types import Memory, MemoryType, Receipt, Space, frozen_map
+from memory_core.store.ids import MEMORY_ID_PREFIX, entity_key, memory_id_of, rowid_of
+from memory_core.store.minhash import MINHASH_STORED, pack_minhash, unpack_minhash
+from memory_core.store.sql import SqlFilter, _chunks
 
 SCHEMA_VERSION = 4
 PAGE_SIZE = 8192  # new stores only (see the module docstring)
-MINHASH_STORED = np.uint32  # on disk; read back as uint64 (what memory_core.dedup compares)
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -127,21 +129,6 @@ CREATE TABLE IF NOT EXISTS receipts (
 );
 """
 
-MEMORY_ID_PREFIX = "mem_"
-
-
-def memory_id_of(rowid: int) -> str:
-    """The public id of a memory row."""
-    return f"{MEMORY_ID_PREFIX}{rowid}"
-
-
-def rowid_of(memory_id: str) -> int | None:
-    """The row of a public memory id, or None when the id is not one of ours."""
-    if not isinstance(memory_id, str) or not memory_id.startswith(MEMORY_ID_PREFIX):
-        return None
-    tail = memory_id[len(MEMORY_ID_PREFIX):]
-    return int(tail) if tail.isdigit() else None
-
 
 @dataclass(frozen=True)
 class NewMemory:
@@ -172,33 +159,6 @@ class NewMemory:
     shares_passage: bool = False
     scopes: tuple[str, ...] = ()  # scope paths ("org/acme/team/payments"), matched by ``lens``
     timestamp_sent: str | None = None  # the writer's timestamp text, verbatim (None: not sent)
-
-
-def entity_key(entity: str) -> str:
-    """How entities are matched across memories: case-folded, inner whitespace collapsed."""
-    return " ".join(entity.split()).casefold()
-
-
-@dataclass(frozen=True)
-class SqlFilter:
-    """A WHERE fragment over the ``memories`` table aliased ``m`` with its parameters.
-
-    Filters are compiled into every channel's query, so an excluded memory never takes a slot.
-    """
-
-    where: str = "1"
-    params: tuple[Any, ...] = ()
-
-    @property
-    def is_trivial(self) -> bool:
-        return self.where == "1"
-
-    def and_(self, other: SqlFilter) -> SqlFilter:
-        if other.is_trivial:
-            return self
-        if self.is_trivial:
-            return other
-        return SqlFilter(f"({self.where}) AND ({other.where})", self.params + other.params)
 
 
 _MEMORY_COLUMNS = ("m.rowid, m.space_id, m.content, m.content_hash, m.memory_type, m.passage_id, "
@@ -722,29 +682,6 @@ def _rebuild_fulltext(c: sqlite3.Connection) -> None:
                         for r in rows])
 
 
-def pack_minhash(signature: bytes | None) -> bytes | None:
-    """A uint64 MinHash signature (``memory_core.dedup``) as stored: uint32, half the bytes.
-
-    Example:
-        >>> sig = np.array([1, 2**32 - 1], dtype=np.uint64).tobytes()
-        >>> unpack_minhash(pack_minhash(sig)) == sig
-        True
-    """
-    if signature is None:
-        return None
-    values = np.frombuffer(signature, dtype=np.uint64)
-    if values.size and int(values.max()) >= 2**32:
-        raise ValueError("a MinHash value does not fit 32 bits")
-    return values.astype(MINHASH_STORED).tobytes()
-
-
-def unpack_minhash(stored: bytes | None) -> bytes | None:
-    """The stored uint32 signature back as uint64 bytes (what the dedup stage compares)."""
-    if stored is None:
-        return None
-    return np.frombuffer(stored, dtype=MINHASH_STORED).astype(np.uint64).tobytes()
-
-
 _DAMAGE_WORDS = ("malformed", "not a database", "corrupt", "disk i/o error")
 
 
@@ -798,11 +735,6 @@ def _migrate_instants(c: sqlite3.Connection) -> None:
                              f"AND instr({col}, '-') BETWEEN 2 AND 4").fetchall()
             c.executemany(f"UPDATE {table} SET {col} = ? WHERE {key} = ?",
                           [(pad_instant(r[1]), r[0]) for r in rows])
-
-
-def _chunks(seq: Sequence[int], size: int) -> Iterator[list[int]]:
-    for i in range(0, len(seq), size):
-        yield list(seq[i:i + size])
 
 
 def _space(row: sqlite3.Row) -> Space:

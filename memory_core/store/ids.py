@@ -1,0 +1,34 @@
+"""The keys the store writes and matches by: public memory ids and entity keys.
+
+A memory's public id is ``mem_<rowid>`` (:func:`memory_id_of`); :func:`rowid_of` reads one
+back, and answers None for anything that is not one of ours. Entities are matched across
+memories by :func:`entity_key`, the form ``memory_entities`` holds.
+
+Example:
+    >>> memory_id_of(42), rowid_of("mem_42"), rowid_of("mem_x"), rowid_of(42)
+    ('mem_42', 42, None, None)
+    >>> entity_key("  New   York ")
+    'new york'
+"""
+
+from __future__ import annotations
+
+MEMORY_ID_PREFIX = "mem_"
+
+
+def memory_id_of(rowid: int) -> str:
+    """The public id of a memory row."""
+    return f"{MEMORY_ID_PREFIX}{rowid}"
+
+
+def rowid_of(memory_id: str) -> int | None:
+    """The row of a public memory id, or None when the id is not one of ours."""
+    if not isinstance(memory_id, str) or not memory_id.startswith(MEMORY_ID_PREFIX):
+        return None
+    tail = memory_id[len(MEMORY_ID_PREFIX):]
+    return int(tail) if tail.isdigit() else None
+
+
+def entity_key(entity: str) -> str:
+    """How entities are matched across memories: case-folded, inner whitespace collapsed."""
+    return " ".join(entity.split()).casefold()
