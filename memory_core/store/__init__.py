@@ -42,92 +42,13 @@ from memory_core.types import Memory, MemoryType, Receipt, Space, frozen_map
 from memory_core.store.ids import MEMORY_ID_PREFIX, entity_key, memory_id_of, rowid_of
 from memory_core.store.minhash import MINHASH_STORED, pack_minhash, unpack_minhash
 from memory_core.store.sql import SqlFilter, _chunks
-
-SCHEMA_VERSION = 4
-PAGE_SIZE = 8192  # new stores only (see the module docstring)
-
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS spaces (
-    space_id TEXT PRIMARY KEY,
-    description TEXT NOT NULL,
-    is_default INTEGER NOT NULL DEFAULT 0,
-    members TEXT NOT NULL,
-    created_at TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS passages (
-    passage_id INTEGER PRIMARY KEY,
-    space_id TEXT NOT NULL REFERENCES spaces(space_id),
-    content TEXT NOT NULL,
-    document_id TEXT
-);
-CREATE TABLE IF NOT EXISTS memories (
-    rowid INTEGER PRIMARY KEY,
-    space_id TEXT NOT NULL REFERENCES spaces(space_id),
-    content TEXT NOT NULL,
-    content_hash TEXT NOT NULL,
-    memory_type TEXT NOT NULL,
-    passage_id INTEGER REFERENCES passages(passage_id),
-    document_id TEXT,
-    metadata TEXT NOT NULL,
-    entities TEXT NOT NULL,
-    timestamp TEXT NOT NULL,
-    recorded_at TEXT NOT NULL,
-    occurred_start TEXT,
-    occurred_end TEXT,
-    user_id TEXT,
-    agent_id TEXT,
-    session_id TEXT,
-    minhash BLOB
-);
-CREATE TABLE IF NOT EXISTS memory_vectors (
-    rowid INTEGER PRIMARY KEY REFERENCES memories(rowid),
-    embedding BLOB NOT NULL
-);
-CREATE INDEX IF NOT EXISTS memories_space ON memories(space_id);
-CREATE INDEX IF NOT EXISTS memories_hash ON memories(space_id, content_hash);
-CREATE TABLE IF NOT EXISTS memory_tags (
-    memory_rowid INTEGER NOT NULL REFERENCES memories(rowid),
-    tag TEXT NOT NULL,
-    PRIMARY KEY (memory_rowid, tag)
-);
-CREATE INDEX IF NOT EXISTS memory_tags_tag ON memory_tags(tag);
-CREATE TABLE IF NOT EXISTS memory_sources (
-    note_rowid INTEGER NOT NULL REFERENCES memories(rowid),
-    source_rowid INTEGER NOT NULL REFERENCES memories(rowid),
-    position INTEGER NOT NULL,
-    PRIMARY KEY (note_rowid, source_rowid)
-);
-CREATE INDEX IF NOT EXISTS memory_sources_source ON memory_sources(source_rowid);
-CREATE TABLE IF NOT EXISTS memory_entities (
-    memory_rowid INTEGER NOT NULL REFERENCES memories(rowid),
-    entity TEXT NOT NULL,
-    PRIMARY KEY (memory_rowid, entity)
-);
-CREATE INDEX IF NOT EXISTS memory_entities_entity ON memory_entities(entity);
-CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts USING fts5(
-    content, tokenize = 'porter unicode61 remove_diacritics 2'
-);
-CREATE VIRTUAL TABLE IF NOT EXISTS memories_ctx USING fts5(
-    context, tokenize = 'porter unicode61 remove_diacritics 2'
-);
-CREATE TABLE IF NOT EXISTS memory_scopes (
-    memory_rowid INTEGER NOT NULL REFERENCES memories(rowid),
-    path TEXT NOT NULL,
-    PRIMARY KEY (memory_rowid, path)
-);
-CREATE INDEX IF NOT EXISTS memory_scopes_path ON memory_scopes(path);
-CREATE INDEX IF NOT EXISTS memories_session ON memories(space_id, session_id, timestamp);
-CREATE TABLE IF NOT EXISTS space_versions (
-    space_id TEXT PRIMARY KEY REFERENCES spaces(space_id),
-    version INTEGER NOT NULL
-);
-CREATE TABLE IF NOT EXISTS receipts (
-    receipt_id TEXT PRIMARY KEY,
-    created_at TEXT NOT NULL,
-    body TEXT NOT NULL
-);
-"""
+from memory_core.store.schema import (
+    _INSTANT_COLUMNS, PAGE_SIZE, SCHEMA, SCHEMA_VERSION, _migrate_instants, _migrate_vectors,
+    _rebuild_fulltext, pad_instant,
+)
+from memory_core.store.turns import (
+    _TURN_ORDER_AFTER, _TURN_ORDER_BEFORE, _refresh_turn_context, _write_contexts,
+)
 
 
 @dataclass(frozen=True)
@@ -602,86 +523,6 @@ class Store:
         return [Receipt.from_dict(json.loads(r["body"])) for r in rows]
 
 
-_TURN_ORDER_BEFORE = (
-    "SELECT m.rowid, m.content FROM memories m WHERE m.space_id = ? AND m.session_id = ? "
-    "AND m.memory_type = 'fact' AND m.user_id IS ? AND m.agent_id IS ? AND "
-    "m.timestamp <= ? AND (m.timestamp < ? OR m.rowid < ?) "
-    "ORDER BY m.timestamp DESC, m.rowid DESC LIMIT 1")
-_TURN_ORDER_AFTER = (
-    "SELECT m.rowid, m.content FROM memories m WHERE m.space_id = ? AND m.session_id = ? "
-    "AND m.memory_type = 'fact' AND m.user_id IS ? AND m.agent_id IS ? AND "
-    "m.timestamp >= ? AND (m.timestamp > ? OR m.rowid > ?) "
-    "ORDER BY m.timestamp, m.rowid LIMIT 1")
-
-
-def _refresh_turn_context(c: sqlite3.Connection, rowids: Sequence[int]) -> None:
-    """Index each written turn's conversational context beside it.
-
-    A fact with a ``session_id`` is a turn of that session; its *context* is the text of the
-    turn before and the turn after it (same space, session, user and agent; ordered by
-    timestamp, then write order). The context goes into its own full-text table
-    (``memories_ctx``), never into the memory: the keyword channel weighs it
-    (``channels.keyword_context_weight``), so a short answer ("Yes, last Tuesday!") is found
-    through the question it answers, and the turn itself is what comes back. Writing a turn
-    changes its neighbours' contexts too, so they are recomputed in the same transaction.
-    Cost: two index seeks per affected turn, no embedding.
-
-    Limits, known and accepted: the neighbour must share space, session, user and agent, so no
-    other user's words reach a turn; but a neighbour that a request's filters exclude (its
-    tags, lens, labels or scope, its ``occurred_*`` window, or recorded after the request's
-    ``as_of``) still lends its words to the rank of a turn the request may see. Never its
-    text: results, context blocks and receipts show the turn alone.
-    """
-    if not rowids:
-        return
-    affected: dict[int, tuple] = {}
-    for chunk in _chunks(sorted(set(rowids)), 500):
-        marks = ",".join("?" * len(chunk))
-        for r in c.execute("SELECT rowid, space_id, session_id, user_id, agent_id, timestamp "
-                           f"FROM memories WHERE rowid IN ({marks}) AND session_id IS NOT NULL "
-                           "AND memory_type = 'fact'", chunk):
-            key = tuple(r[1:5])
-            affected[int(r[0])] = (*key, r[5])
-            for sql in (_TURN_ORDER_BEFORE, _TURN_ORDER_AFTER):
-                n = c.execute(sql, (*key, r[5], r[5], r[0])).fetchone()
-                if n is not None and int(n[0]) not in affected:
-                    m = c.execute("SELECT space_id, session_id, user_id, agent_id, timestamp "
-                                  "FROM memories WHERE rowid = ?", (n[0],)).fetchone()
-                    affected[int(n[0])] = tuple(m)
-    contexts = []
-    for rowid, (space, session, user, agent, ts) in affected.items():
-        parts = [n[1] for sql in (_TURN_ORDER_BEFORE, _TURN_ORDER_AFTER)
-                 if (n := c.execute(sql, (space, session, user, agent, ts, ts, rowid))
-                     .fetchone()) is not None]
-        contexts.append((rowid, "\n".join(parts)))
-    _write_contexts(c, contexts)
-
-
-def _write_contexts(c: sqlite3.Connection, contexts: Sequence[tuple[int, str]]) -> None:
-    """Replace the ``memories_ctx`` rows of these memories; an empty context has no row."""
-    c.executemany("DELETE FROM memories_ctx WHERE rowid = ?", [(r,) for r, _ in contexts])
-    c.executemany("INSERT INTO memories_ctx(rowid, context) VALUES (?, ?)",
-                  [(r, text) for r, text in contexts if text])
-
-
-def _rebuild_fulltext(c: sqlite3.Connection) -> None:
-    """Schema 4: ``memories_fts`` holds the memory's own text only and ``memories_ctx`` every
-    turn's neighbour text, rebuilt from ``memories`` in one pass (a window over each
-    session's turns, in the order of :func:`_refresh_turn_context`)."""
-    c.execute("DROP TABLE IF EXISTS memories_fts")
-    c.execute("DELETE FROM memories_ctx")
-    c.execute(SCHEMA[SCHEMA.index("CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts"):]
-              .split(";")[0])
-    c.execute("INSERT INTO memories_fts(rowid, content) SELECT rowid, content FROM memories")
-    rows = c.execute(
-        "SELECT rowid, LAG(content) OVER w, LEAD(content) OVER w FROM memories "
-        "WHERE session_id IS NOT NULL AND memory_type = 'fact' "
-        "WINDOW w AS (PARTITION BY space_id, session_id, user_id, agent_id "
-        "ORDER BY timestamp, rowid)").fetchall()
-    _write_contexts(c, [(int(r[0]), "\n".join(t for t in (r[1], r[2]) if t is not None))
-                        for r in rows])
-
-
 _DAMAGE_WORDS = ("malformed", "not a database", "corrupt", "disk i/o error")
 
 
@@ -699,42 +540,6 @@ def _matrix(rows: Sequence[sqlite3.Row]) -> tuple[np.ndarray, np.ndarray]:
         return ids, np.zeros((0, 0), dtype=np.float32)
     mat = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32)
     return ids, mat.reshape(len(rows), -1).copy()
-
-
-def _migrate_vectors(c: sqlite3.Connection) -> None:
-    """Schema 2: embeddings move to ``memory_vectors``; MinHash signatures packed to uint32."""
-    c.execute("INSERT OR IGNORE INTO memory_vectors(rowid, embedding) "
-              "SELECT rowid, embedding FROM memories")
-    c.execute("ALTER TABLE memories DROP COLUMN embedding")
-    rows = c.execute("SELECT rowid, minhash FROM memories WHERE minhash IS NOT NULL").fetchall()
-    c.executemany("UPDATE memories SET minhash = ? WHERE rowid = ?",
-                  [(pack_minhash(r[1]), r[0]) for r in rows])
-
-
-_INSTANT_COLUMNS = {"memories": ("timestamp", "recorded_at", "occurred_start", "occurred_end"),
-                    "spaces": ("created_at",), "receipts": ("created_at",)}
-
-
-def pad_instant(text: str) -> str:
-    """An instant written without zero padding (``999-01-01T...``) in the stored form.
-
-    Example:
-        >>> pad_instant("999-01-01T00:00:00.000000Z"), pad_instant("2024-06-01T00:00:00.000000Z")
-        ('0999-01-01T00:00:00.000000Z', '2024-06-01T00:00:00.000000Z')
-    """
-    year, sep, rest = text.partition("-")
-    return f"{year.zfill(4)}{sep}{rest}" if sep and year.isdigit() else text
-
-
-def _migrate_instants(c: sqlite3.Connection) -> None:
-    """Schema 3: zero-pad instants of years before 1000 (stored unpadded before)."""
-    for table, columns in _INSTANT_COLUMNS.items():
-        key = "rowid"
-        for col in columns:
-            rows = c.execute(f"SELECT {key}, {col} FROM {table} WHERE {col} IS NOT NULL "
-                             f"AND instr({col}, '-') BETWEEN 2 AND 4").fetchall()
-            c.executemany(f"UPDATE {table} SET {col} = ? WHERE {key} = ?",
-                          [(pad_instant(r[1]), r[0]) for r in rows])
 
 
 def _space(row: sqlite3.Row) -> Space:
