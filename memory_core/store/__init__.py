@@ -49,6 +49,7 @@ from memory_core.store.schema import (
 from memory_core.store.turns import (
     _TURN_ORDER_AFTER, _TURN_ORDER_BEFORE, _refresh_turn_context, _write_contexts,
 )
+from memory_core.store.db import _DAMAGE_WORDS, Database, _is_damage
 
 
 @dataclass(frozen=True)
@@ -88,91 +89,8 @@ _MEMORY_COLUMNS = ("m.rowid, m.space_id, m.content, m.content_hash, m.memory_typ
                    "m.timestamp_sent")
 
 
-class Store:
+class Store(Database):
     """The SQLite store. Thread-safe through one lock; every batch write is one transaction."""
-
-    def __init__(self, path: str | Path):
-        self.path = str(path)
-        self._lock = threading.RLock()
-        try:
-            self._conn = sqlite3.connect(self.path, check_same_thread=False,
-                                         isolation_level=None)
-        except sqlite3.Error as exc:
-            raise store_damaged(self.path, exc) from exc
-        self._conn.row_factory = sqlite3.Row
-        with self._translated():
-            fresh = self._conn.execute("PRAGMA page_count").fetchone()[0] == 0
-            if fresh:
-                self._conn.execute(f"PRAGMA page_size={PAGE_SIZE}")
-            if self.path != ":memory:":
-                self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute("PRAGMA foreign_keys=ON")
-            self._conn.executescript(SCHEMA)
-            self._migrate(fresh)
-
-    @contextmanager
-    def _translated(self) -> Iterator[None]:
-        """SQLite's "this file is damaged" errors become ``store_damaged`` naming the path."""
-        try:
-            yield
-        except sqlite3.DatabaseError as exc:
-            if _is_damage(exc):
-                raise store_damaged(self.path, exc) from exc
-            raise
-
-    def _migrate(self, fresh: bool) -> None:
-        """Bring an existing store to :data:`SCHEMA_VERSION` (see the module docstring).
-
-        Everything is read and written inside one ``BEGIN IMMEDIATE`` transaction: a second
-        process opening the same old store waits, then finds it migrated. The version is
-        written only when it changes."""
-        with self.transaction() as c:
-            found = c.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-            stored = int(found[0]) if found else None
-            version = stored if stored is not None else (SCHEMA_VERSION if fresh else 1)
-            columns = {r[1] for r in c.execute("PRAGMA table_info(memories)")}
-            if "embedding" not in columns and version < 2:
-                version = 2  # created by a schema that never had the column
-            if version < 2:
-                _migrate_vectors(c)
-            if version < 3:
-                _migrate_instants(c)
-            if "timestamp_sent" not in columns:  # added within schema 3
-                c.execute("ALTER TABLE memories ADD COLUMN timestamp_sent TEXT")
-            if version < 4:
-                _rebuild_fulltext(c)
-            if stored != SCHEMA_VERSION:
-                c.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('schema_version', ?)",
-                          (str(SCHEMA_VERSION),))
-
-    def close(self) -> None:
-        with self._lock:
-            self._conn.close()
-
-    @contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
-        """``BEGIN IMMEDIATE`` ... ``COMMIT``; any exception rolls the whole batch back."""
-        with self._lock, self._translated():
-            self._conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield self._conn
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
-            self._conn.execute("COMMIT")
-
-    def _query(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
-        with self._lock, self._translated():
-            return self._conn.execute(sql, tuple(params)).fetchall()
-
-    # -- meta ---------------------------------------------------------------------------------
-    def get_meta(self, key: str) -> str | None:
-        rows = self._query("SELECT value FROM meta WHERE key = ?", (key,))
-        return rows[0]["value"] if rows else None
-
-    def set_meta(self, key: str, value: str) -> None:
-        with self.transaction() as c:
-            c.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, value))
 
     # -- spaces -------------------------------------------------------------------------------
     def insert_space(self, space: Space) -> None:
@@ -521,17 +439,6 @@ class Store:
     def list_receipts(self, limit: int = 100) -> list[Receipt]:
         rows = self._query("SELECT body FROM receipts ORDER BY created_at DESC LIMIT ?", (limit,))
         return [Receipt.from_dict(json.loads(r["body"])) for r in rows]
-
-
-_DAMAGE_WORDS = ("malformed", "not a database", "corrupt", "disk i/o error")
-
-
-def _is_damage(exc: sqlite3.DatabaseError) -> bool:
-    """Whether SQLite says the file itself is damaged (not a constraint or a busy lock)."""
-    if isinstance(exc, sqlite3.IntegrityError | sqlite3.ProgrammingError):
-        return False
-    text = str(exc).lower()
-    return type(exc) is sqlite3.DatabaseError or any(w in text for w in _DAMAGE_WORDS)
 
 
 def _matrix(rows: Sequence[sqlite3.Row]) -> tuple[np.ndarray, np.ndarray]:

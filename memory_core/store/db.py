@@ -1,0 +1,105 @@
+"""The connection every query module works through: one lock, transactions, damage errors.
+
+:class:`Database` opens the SQLite file (WAL) or an in-memory database for ``":memory:"``,
+creates the tables and migrates an older store (:mod:`.schema`). The query classes of this
+package subclass it and read only what it declares: ``_query`` for reads and
+``transaction()`` for writes.
+
+A file SQLite cannot read (not a database, a damaged page) is a :class:`MemoryCoreError`
+``store_damaged`` naming the path, on open or on the first statement that meets the damage.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from memory_core.errors import store_damaged
+from memory_core.store.schema import PAGE_SIZE, SCHEMA, migrate
+
+
+class Database:
+    """One SQLite connection behind one lock; every batch write is one transaction."""
+
+    def __init__(self, path: str | Path):
+        self.path = str(path)
+        self._lock = threading.RLock()
+        try:
+            self._conn = sqlite3.connect(self.path, check_same_thread=False,
+                                         isolation_level=None)
+        except sqlite3.Error as exc:
+            raise store_damaged(self.path, exc) from exc
+        self._conn.row_factory = sqlite3.Row
+        with self._translated():
+            fresh = self._conn.execute("PRAGMA page_count").fetchone()[0] == 0
+            if fresh:
+                self._conn.execute(f"PRAGMA page_size={PAGE_SIZE}")
+            if self.path != ":memory:":
+                self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA foreign_keys=ON")
+            self._conn.executescript(SCHEMA)
+            self._migrate(fresh)
+
+    @contextmanager
+    def _translated(self) -> Iterator[None]:
+        """SQLite's "this file is damaged" errors become ``store_damaged`` naming the path."""
+        try:
+            yield
+        except sqlite3.DatabaseError as exc:
+            if _is_damage(exc):
+                raise store_damaged(self.path, exc) from exc
+            raise
+
+    def _migrate(self, fresh: bool) -> None:
+        """Bring an existing store to :data:`~memory_core.store.schema.SCHEMA_VERSION` (see
+        :mod:`memory_core.store.schema`).
+
+        Everything is read and written inside one ``BEGIN IMMEDIATE`` transaction: a second
+        process opening the same old store waits, then finds it migrated. The version is
+        written only when it changes."""
+        with self.transaction() as c:
+            migrate(c, fresh)
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """``BEGIN IMMEDIATE`` ... ``COMMIT``; any exception rolls the whole batch back."""
+        with self._lock, self._translated():
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._conn
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
+
+    def _query(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
+        with self._lock, self._translated():
+            return self._conn.execute(sql, tuple(params)).fetchall()
+
+    # -- meta ---------------------------------------------------------------------------------
+    def get_meta(self, key: str) -> str | None:
+        rows = self._query("SELECT value FROM meta WHERE key = ?", (key,))
+        return rows[0]["value"] if rows else None
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self.transaction() as c:
+            c.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, value))
+
+
+_DAMAGE_WORDS = ("malformed", "not a database", "corrupt", "disk i/o error")
+
+
+def _is_damage(exc: sqlite3.DatabaseError) -> bool:
+    """Whether SQLite says the file itself is damaged (not a constraint or a busy lock)."""
+    if isinstance(exc, sqlite3.IntegrityError | sqlite3.ProgrammingError):
+        return False
+    text = str(exc).lower()
+    return type(exc) is sqlite3.DatabaseError or any(w in text for w in _DAMAGE_WORDS)
