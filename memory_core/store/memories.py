@@ -1,0 +1,219 @@
+"""Memories: the batch write and the reads by row (memories, passages, scopes, sources).
+
+Every embedding is stored once, in ``memory_vectors`` (float32 blob): the durable copy the
+vector index is built from (the index file, when persisted, is a checked cache of it). A
+memory row therefore stays small and many share a page. Each ``insert_batch`` is one
+transaction: a batch is written whole or not at all.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from memory_core.store.db import Database
+from memory_core.store.ids import entity_key, memory_id_of
+from memory_core.store.minhash import pack_minhash, unpack_minhash
+from memory_core.store.sql import SqlFilter, _chunks
+from memory_core.store.turns import _refresh_turn_context
+from memory_core.types import Memory, MemoryType
+
+
+@dataclass(frozen=True)
+class NewMemory:
+    """A validated memory ready to insert (the engine builds these)."""
+
+    space_id: str
+    content: str
+    content_hash: str
+    memory_type: MemoryType
+    passage: str | None  # new passage text; None = reuse ``passage_id``
+    passage_id: int | None
+    document_id: str | None
+    metadata: dict[str, Any]
+    entities: tuple[str, ...]
+    timestamp: str
+    recorded_at: str
+    occurred_start: str | None
+    occurred_end: str | None
+    user_id: str | None
+    agent_id: str | None
+    session_id: str | None
+    tags: tuple[str, ...]
+    source_rowids: tuple[int, ...]
+    embedding: np.ndarray
+    minhash: bytes | None
+    # True: no passage of its own; shares the passage of the previous item of the same batch
+    # (the pieces of one split write)
+    shares_passage: bool = False
+    scopes: tuple[str, ...] = ()  # scope paths ("org/acme/team/payments"), matched by ``lens``
+    timestamp_sent: str | None = None  # the writer's timestamp text, verbatim (None: not sent)
+
+
+_MEMORY_COLUMNS = ("m.rowid, m.space_id, m.content, m.content_hash, m.memory_type, m.passage_id, "
+                   "m.document_id, m.metadata, m.entities, m.timestamp, m.recorded_at, "
+                   "m.occurred_start, m.occurred_end, m.user_id, m.agent_id, m.session_id, "
+                   "m.timestamp_sent")
+
+
+class MemoryQueries(Database):
+    """The batch write, and memories, passages, scopes, sources and signatures by row."""
+
+    def insert_batch(self, items: Sequence[NewMemory]) -> list[int]:
+        """Insert memories (and their passages, tags, sources, full-text rows) in one transaction."""
+        rowids: list[int] = []
+        with self.transaction() as c:
+            previous_passage: int | None = None
+            for it in items:
+                passage_id = previous_passage if it.shares_passage else it.passage_id
+                if it.passage is not None and not it.shares_passage:
+                    passage_id = c.execute(
+                        "INSERT INTO passages(space_id, content, document_id) VALUES (?, ?, ?)",
+                        (it.space_id, it.passage, it.document_id)).lastrowid
+                rowid = c.execute(
+                    "INSERT INTO memories(space_id, content, content_hash, memory_type, passage_id,"
+                    " document_id, metadata, entities, timestamp, recorded_at, occurred_start,"
+                    " occurred_end, user_id, agent_id, session_id, minhash, timestamp_sent)"
+                    " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    (it.space_id, it.content, it.content_hash, it.memory_type.value, passage_id,
+                     it.document_id, json.dumps(it.metadata, sort_keys=True),
+                     json.dumps(list(it.entities)), it.timestamp, it.recorded_at,
+                     it.occurred_start, it.occurred_end, it.user_id, it.agent_id, it.session_id,
+                     pack_minhash(it.minhash), it.timestamp_sent),
+                ).lastrowid
+                c.execute("INSERT INTO memory_vectors(rowid, embedding) VALUES (?, ?)",
+                          (rowid, np.ascontiguousarray(it.embedding, dtype=np.float32).tobytes()))
+                c.execute("INSERT INTO memories_fts(rowid, content) VALUES (?, ?)",
+                          (rowid, it.content))
+                c.executemany("INSERT OR IGNORE INTO memory_tags VALUES (?, ?)",
+                              [(rowid, t) for t in it.tags])
+                c.executemany("INSERT INTO memory_sources VALUES (?, ?, ?)",
+                              [(rowid, s, i) for i, s in enumerate(it.source_rowids)])
+                c.executemany("INSERT OR IGNORE INTO memory_entities VALUES (?, ?)",
+                              [(rowid, entity_key(e)) for e in it.entities])
+                c.executemany("INSERT OR IGNORE INTO memory_scopes VALUES (?, ?)",
+                              [(rowid, p) for p in it.scopes])
+                previous_passage = passage_id
+                rowids.append(int(rowid))
+            _refresh_turn_context(c, rowids)
+            # every write moves its spaces' versions (what the response cache checks)
+            c.executemany("INSERT INTO space_versions VALUES (?, 1) ON CONFLICT(space_id) "
+                          "DO UPDATE SET version = version + 1",
+                          [(sp,) for sp in dict.fromkeys(it.space_id for it in items)])
+        return rowids
+
+    def get_memories(self, rowids: Iterable[int]) -> dict[int, Memory]:
+        """Memories by row, with tags and source ids filled in."""
+        ids = sorted(set(rowids))
+        out: dict[int, Memory] = {}
+        for chunk in _chunks(ids, 500):
+            marks = ",".join("?" * len(chunk))
+            rows = self._query(f"SELECT {_MEMORY_COLUMNS} FROM memories m WHERE m.rowid IN ({marks})",
+                               chunk)
+            tags: dict[int, list[str]] = {}
+            for r in self._query(f"SELECT memory_rowid, tag FROM memory_tags WHERE memory_rowid "
+                                 f"IN ({marks}) ORDER BY tag", chunk):
+                tags.setdefault(r[0], []).append(r[1])
+            sources: dict[int, list[int]] = {}
+            for r in self._query(f"SELECT note_rowid, source_rowid FROM memory_sources WHERE "
+                                 f"note_rowid IN ({marks}) ORDER BY position", chunk):
+                sources.setdefault(r[0], []).append(r[1])
+            for r in rows:
+                out[r["rowid"]] = _memory(r, tags.get(r["rowid"], []), sources.get(r["rowid"], []))
+        return out
+
+    def eligible_rowids(self, space_id: str, flt: SqlFilter) -> np.ndarray:
+        """Rows of ``space_id`` that pass ``flt``, ascending."""
+        rows = self._query(f"SELECT m.rowid FROM memories m WHERE m.space_id = ? AND ({flt.where})"
+                           " ORDER BY m.rowid", (space_id, *flt.params))
+        return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+
+    def space_rowids(self, space_id: str) -> np.ndarray:
+        """Every row of a space, ascending."""
+        rows = self._query("SELECT rowid FROM memories WHERE space_id = ? ORDER BY rowid",
+                           (space_id,))
+        return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+
+    def space_stamp(self, space_id: str) -> tuple[int, int]:
+        """(count, max rowid) of a space."""
+        row = self._query("SELECT COUNT(*), COALESCE(MAX(rowid), 0) FROM memories "
+                          "WHERE space_id = ?", (space_id,))[0]
+        return int(row[0]), int(row[1])
+
+    def scopes_of(self, rowids: Iterable[int]) -> dict[int, list[str]]:
+        """The scope paths of each row (rows without any are absent)."""
+        ids = sorted(set(rowids))
+        out: dict[int, list[str]] = {}
+        for chunk in _chunks(ids, 500):
+            marks = ",".join("?" * len(chunk))
+            for r in self._query(f"SELECT memory_rowid, path FROM memory_scopes WHERE "
+                                 f"memory_rowid IN ({marks}) ORDER BY path", chunk):
+                out.setdefault(int(r[0]), []).append(r[1])
+        return out
+
+    def minhashes(self, rowids: Iterable[int]) -> dict[int, tuple[str, bytes | None]]:
+        """(content hash, MinHash signature bytes) per row, for dedup."""
+        ids = sorted(set(rowids))
+        out: dict[int, tuple[str, bytes | None]] = {}
+        for chunk in _chunks(ids, 500):
+            marks = ",".join("?" * len(chunk))
+            for r in self._query(f"SELECT rowid, content_hash, minhash FROM memories "
+                                 f"WHERE rowid IN ({marks})", chunk):
+                out[int(r[0])] = (r[1], unpack_minhash(r[2]))
+        return out
+
+    def notes_of(self, source_rowids: Iterable[int], flt: SqlFilter) -> dict[int, list[int]]:
+        """For each fact row, the observation rows built from it that pass ``flt``."""
+        ids = sorted(set(source_rowids))
+        out: dict[int, list[int]] = {}
+        for chunk in _chunks(ids, 500):
+            marks = ",".join("?" * len(chunk))
+            rows = self._query(
+                "SELECT s.source_rowid, s.note_rowid FROM memory_sources s "
+                "JOIN memories m ON m.rowid = s.note_rowid "
+                f"WHERE s.source_rowid IN ({marks}) AND ({flt.where}) ORDER BY s.note_rowid",
+                (*chunk, *flt.params))
+            for r in rows:
+                out.setdefault(int(r[0]), []).append(int(r[1]))
+        return out
+
+    def passages(self, passage_ids: Iterable[int]) -> dict[int, str]:
+        ids = sorted({p for p in passage_ids if p is not None})
+        out: dict[int, str] = {}
+        for chunk in _chunks(ids, 500):
+            marks = ",".join("?" * len(chunk))
+            for r in self._query(f"SELECT passage_id, content FROM passages "
+                                 f"WHERE passage_id IN ({marks})", chunk):
+                out[int(r[0])] = r[1]
+        return out
+
+    def passage_size(self, passage_id: int) -> int:
+        """How many memories share a passage (more than one: the pieces of a split write)."""
+        return int(self._query("SELECT COUNT(*) FROM memories WHERE passage_id = ?",
+                               (passage_id,))[0][0])
+
+    def count_memories(self, space_id: str | None = None) -> int:
+        if space_id is None:
+            return int(self._query("SELECT COUNT(*) FROM memories")[0][0])
+        return int(self._query("SELECT COUNT(*) FROM memories WHERE space_id = ?",
+                               (space_id,))[0][0])
+
+
+def _memory(row: sqlite3.Row, tags: list[str], sources: list[int]) -> Memory:
+    return Memory(
+        rowid=int(row["rowid"]), memory_id=memory_id_of(int(row["rowid"])),
+        space_id=row["space_id"], content=row["content"], content_hash=row["content_hash"],
+        memory_type=MemoryType(row["memory_type"]),
+        source_ids=tuple(memory_id_of(s) for s in sources),
+        metadata=frozen_map(json.loads(row["metadata"])), document_id=row["document_id"],
+        tags=tuple(tags), entities=tuple(json.loads(row["entities"])),
+        timestamp=row["timestamp"], recorded_at=row["recorded_at"],
+        occurred_start=row["occurred_start"], occurred_end=row["occurred_end"],
+        user_id=row["user_id"], agent_id=row["agent_id"], session_id=row["session_id"],
+        passage_id=row["passage_id"], timestamp_sent=row["timestamp_sent"],
+    )

@@ -1,0 +1,25 @@
+"""Stored retrieval receipts (JSON bodies keyed by receipt id)."""
+
+from __future__ import annotations
+
+import json
+
+from memory_core.store.db import Database
+from memory_core.types import Receipt
+
+
+class ReceiptQueries(Database):
+    """Save, fetch and list receipts, newest first."""
+
+    def save_receipt(self, receipt: Receipt) -> None:
+        with self.transaction() as c:
+            c.execute("INSERT INTO receipts VALUES (?, ?, ?)",
+                      (receipt.receipt_id, receipt.created_at, json.dumps(receipt.to_dict())))
+
+    def get_receipt(self, receipt_id: str) -> Receipt | None:
+        rows = self._query("SELECT body FROM receipts WHERE receipt_id = ?", (receipt_id,))
+        return Receipt.from_dict(json.loads(rows[0]["body"])) if rows else None
+
+    def list_receipts(self, limit: int = 100) -> list[Receipt]:
+        rows = self._query("SELECT body FROM receipts ORDER BY created_at DESC LIMIT ?", (limit,))
+        return [Receipt.from_dict(json.loads(r["body"])) for r in rows]

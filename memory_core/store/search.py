@@ -1,0 +1,76 @@
+"""What the vector and keyword channels search: stored embeddings and the FTS5 tables."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from memory_core.store.db import Database
+from memory_core.store.sql import SqlFilter, _chunks
+
+
+class SearchQueries(Database):
+    """Embeddings of a space (for the vector index) and BM25 over its full-text tables."""
+
+    def space_embeddings(self, space_id: str) -> tuple[np.ndarray, np.ndarray]:
+        """(rowids, float32 matrix) of every memory of a space, for building the vector index."""
+        rows = self._query("SELECT v.rowid, v.embedding FROM memory_vectors v JOIN memories m "
+                           "ON m.rowid = v.rowid WHERE m.space_id = ? ORDER BY v.rowid",
+                           (space_id,))
+        return _matrix(rows)
+
+    def embeddings_of(self, space_id: str, rowids: Iterable[int]
+                      ) -> tuple[np.ndarray, np.ndarray]:
+        """(rowids, float32 matrix) of the given rows of a space (others are left out)."""
+        ids = sorted({int(r) for r in rowids})
+        rows: list[sqlite3.Row] = []
+        for chunk in _chunks(ids, 500):
+            marks = ",".join("?" * len(chunk))
+            rows.extend(self._query(
+                "SELECT v.rowid, v.embedding FROM memory_vectors v JOIN memories m "
+                f"ON m.rowid = v.rowid WHERE m.space_id = ? AND v.rowid IN ({marks}) "
+                "ORDER BY v.rowid", (space_id, *chunk)))
+        return _matrix(rows)
+
+    def keyword_search(self, space_id: str, match: str, flt: SqlFilter,
+                       depth: int, context_weight: float = 0.0) -> list[tuple[int, float]]:
+        """BM25 (SQLite FTS5) over one space's eligible memories: [(rowid, score)], best first.
+
+        FTS5's ``bm25()`` is lower-is-better; the returned score is its negation. The memory's
+        own text is scored in ``memories_fts``; its neighbour turns' text in ``memories_ctx``,
+        a table of its own, so each keeps its own document frequencies and lengths (one
+        table with two columns would count a turn's words three times: in the turn and in
+        both neighbours' contexts). The score is ``bm25(own) + context_weight * bm25(context)``
+        (0: the context is not searched at all).
+        """
+        w = float(context_weight)
+        if not (w == w and 0.0 <= w <= 10.0):  # NaN or out of range
+            raise ValueError(f"context_weight must be within [0, 10], got {context_weight!r}")
+        if w == 0.0:
+            hits = ("SELECT rowid, -bm25(memories_fts) AS s FROM memories_fts "
+                    "WHERE memories_fts MATCH ?")
+            params: tuple[Any, ...] = (match,)
+        else:
+            hits = ("SELECT rowid, -bm25(memories_fts) AS s FROM memories_fts "
+                    "WHERE memories_fts MATCH ? UNION ALL "
+                    "SELECT rowid, -? * bm25(memories_ctx) AS s FROM memories_ctx "
+                    "WHERE memories_ctx MATCH ?")
+            params = (match, w, match)
+        rows = self._query(
+            f"WITH hits AS MATERIALIZED ({hits}) SELECT h.rowid, SUM(h.s) AS s FROM hits h "
+            "JOIN memories m ON m.rowid = h.rowid "
+            f"WHERE m.space_id = ? AND ({flt.where}) "
+            "GROUP BY h.rowid ORDER BY s DESC, h.rowid LIMIT ?",
+            (*params, space_id, *flt.params, depth))
+        return [(int(r[0]), float(r[1])) for r in rows]
+
+
+def _matrix(rows: Sequence[sqlite3.Row]) -> tuple[np.ndarray, np.ndarray]:
+    ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+    if not rows:
+        return ids, np.zeros((0, 0), dtype=np.float32)
+    mat = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32)
+    return ids, mat.reshape(len(rows), -1).copy()

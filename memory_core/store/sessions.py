@@ -1,0 +1,88 @@
+"""Reads over a memory's conversational and document neighbourhood.
+
+Turns of one session (attributes, neighbours, latest, who speaks) and pieces of one passage
+or document, each through the request's filter, so an excluded memory is never returned.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from memory_core.store.db import Database
+from memory_core.store.sql import SqlFilter, _chunks
+
+
+class SessionQueries(Database):
+    """Session turns and passage siblings around a memory."""
+
+    def turn_attributes(self, rowids: Iterable[int], speaker_key: str
+                        ) -> dict[int, tuple[str | None, str | None]]:
+        """``rowid -> (session_id, speaker)`` with the speaker read from
+        ``metadata[speaker_key]`` (None when absent or not a string)."""
+        if '"' in speaker_key or "\\" in speaker_key:
+            raise ValueError(f"speaker_key may not hold quotes or backslashes: {speaker_key!r}")
+        path = f'$."{speaker_key}"'
+        out: dict[int, tuple[str | None, str | None]] = {}
+        for chunk in _chunks(sorted(set(rowids)), 500):
+            marks = ",".join("?" * len(chunk))
+            for r in self._query(
+                    "SELECT rowid, session_id, CASE WHEN json_type(metadata, ?) = 'text' "
+                    f"THEN json_extract(metadata, ?) END FROM memories WHERE rowid IN ({marks})",
+                    (path, path, *chunk)):
+                out[int(r[0])] = (r[1], r[2])
+        return out
+
+    def turn_context(self, rowid: int) -> str | None:
+        """The neighbour text indexed beside a memory (``""``: none; ``None``: no such row)."""
+        rows = self._query("SELECT m.rowid, x.context FROM memories m LEFT JOIN memories_ctx x "
+                           "ON x.rowid = m.rowid WHERE m.rowid = ?", (rowid,))
+        return (rows[0][1] or "") if rows else None
+
+    def session_neighbours(self, space_id: str, session_id: str, timestamp: str, rowid: int,
+                           flt: SqlFilter, window: int) -> list[tuple[int, int]]:
+        """``(offset, row)`` of the ``window`` eligible memories before (negative offsets) and
+        after a memory in its session, in (timestamp, write) order."""
+        base = ("SELECT m.rowid FROM memories m WHERE m.space_id = ? AND m.session_id = ? "
+                f"AND m.rowid != ? AND ({flt.where}) AND ")
+        before = self._query(base + "(m.timestamp < ? OR (m.timestamp = ? AND m.rowid < ?)) "
+                             "ORDER BY m.timestamp DESC, m.rowid DESC LIMIT ?",
+                             (space_id, session_id, rowid, *flt.params, timestamp, timestamp,
+                              rowid, window))
+        after = self._query(base + "(m.timestamp > ? OR (m.timestamp = ? AND m.rowid > ?)) "
+                            "ORDER BY m.timestamp, m.rowid LIMIT ?",
+                            (space_id, session_id, rowid, *flt.params, timestamp, timestamp,
+                             rowid, window))
+        return ([(-(i + 1), int(r[0])) for i, r in enumerate(before)][::-1]
+                + [(i + 1, int(r[0])) for i, r in enumerate(after)])
+
+    def section_siblings(self, space_id: str, rowid: int, passage_id: int | None,
+                         document_id: str | None, flt: SqlFilter, window: int) -> list[int]:
+        """Eligible memories of the same passage (pieces of one split write) or, failing that,
+        of the same document: the ``window`` nearest by write order on each side."""
+        if passage_id is None and document_id is None:
+            return []
+        same = "m.passage_id = ?" if passage_id is not None else "m.document_id = ?"
+        key = passage_id if passage_id is not None else document_id
+        out: list[int] = []
+        for cmp, order in (("<", "DESC"), (">", "ASC")):
+            rows = self._query(
+                f"SELECT m.rowid FROM memories m WHERE m.space_id = ? AND {same} AND "
+                f"m.memory_type = 'fact' AND m.rowid {cmp} ? AND ({flt.where}) "
+                f"ORDER BY m.rowid {order} LIMIT ?", (space_id, key, rowid, *flt.params, window))
+            out.extend(int(r[0]) for r in rows)
+        return sorted(out)
+
+    def recent_in_session(self, space_id: str, session_id: str, flt: SqlFilter,
+                          n: int) -> list[int]:
+        """The ``n`` latest eligible memories of a session, oldest first."""
+        rows = self._query("SELECT m.rowid FROM memories m WHERE m.space_id = ? AND "
+                           f"m.session_id = ? AND ({flt.where}) ORDER BY m.timestamp DESC, "
+                           "m.rowid DESC LIMIT ?", (space_id, session_id, *flt.params, n))
+        return [int(r[0]) for r in rows][::-1]
+
+    def session_scopes(self, space_id: str, session_id: str) -> dict[str, list[str | None]]:
+        """The distinct ``user_id`` and ``agent_id`` values a session's memories carry."""
+        rows = self._query("SELECT DISTINCT user_id, agent_id FROM memories WHERE space_id = ? "
+                           "AND session_id = ?", (space_id, session_id))
+        return {key: sorted({r[key] for r in rows}, key=lambda v: (v is None, v or ""))
+                for key in ("user_id", "agent_id")}
