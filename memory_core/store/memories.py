@@ -21,7 +21,7 @@ from memory_core.store.ids import entity_key, memory_id_of
 from memory_core.store.minhash import pack_minhash, unpack_minhash
 from memory_core.store.sql import SqlFilter, _chunks
 from memory_core.store.turns import _refresh_turn_context
-from memory_core.types import Memory, MemoryType
+from memory_core.types import Memory, MemoryType, frozen_map
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,8 @@ class MemoryQueries(Database):
     """The batch write, and memories, passages, scopes, sources and signatures by row."""
 
     def insert_batch(self, items: Sequence[NewMemory]) -> list[int]:
-        """Insert memories (and their passages, tags, sources, full-text rows) in one transaction."""
+        """Insert memories (and their passages, tags, sources, full-text rows) in one
+        transaction."""
         rowids: list[int] = []
         with self.transaction() as c:
             previous_passage: int | None = None
@@ -113,8 +114,8 @@ class MemoryQueries(Database):
         out: dict[int, Memory] = {}
         for chunk in _chunks(ids, 500):
             marks = ",".join("?" * len(chunk))
-            rows = self._query(f"SELECT {_MEMORY_COLUMNS} FROM memories m WHERE m.rowid IN ({marks})",
-                               chunk)
+            rows = self._query(f"SELECT {_MEMORY_COLUMNS} FROM memories m "
+                               f"WHERE m.rowid IN ({marks})", chunk)
             tags: dict[int, list[str]] = {}
             for r in self._query(f"SELECT memory_rowid, tag FROM memory_tags WHERE memory_rowid "
                                  f"IN ({marks}) ORDER BY tag", chunk):
