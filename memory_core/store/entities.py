@@ -9,11 +9,13 @@ from collections.abc import Iterable
 from memory_core.store.db import Database
 from memory_core.store.sql import SqlFilter, _chunks
 
+_EVERY_ROW = SqlFilter()  # the trivial filter; frozen, so one instance serves as every default
+
 
 class EntityQueries(Database):
     """Tags and entity keys of a space's memories."""
 
-    def tag_vocabulary(self, space_id: str, limit: int, visible: SqlFilter = SqlFilter()
+    def tag_vocabulary(self, space_id: str, limit: int, visible: SqlFilter = _EVERY_ROW
                        ) -> list[tuple[str, int]]:
         """The ``limit`` most used tags of the space's memories that pass ``visible`` (the
         request's scope): ``[(tag, uses)]``, most used first (ties by tag), the vocabulary

@@ -73,10 +73,10 @@ class MemoryQueries(Database):
             for it in items:
                 passage_id = previous_passage if it.shares_passage else it.passage_id
                 if it.passage is not None and not it.shares_passage:
-                    passage_id = c.execute(
+                    passage_id = _inserted(c.execute(
                         "INSERT INTO passages(space_id, content, document_id) VALUES (?, ?, ?)",
-                        (it.space_id, it.passage, it.document_id)).lastrowid
-                rowid = c.execute(
+                        (it.space_id, it.passage, it.document_id)))
+                rowid = _inserted(c.execute(
                     "INSERT INTO memories(space_id, content, content_hash, memory_type, passage_id,"
                     " document_id, metadata, entities, timestamp, recorded_at, occurred_start,"
                     " occurred_end, user_id, agent_id, session_id, minhash, timestamp_sent)"
@@ -86,7 +86,7 @@ class MemoryQueries(Database):
                      json.dumps(list(it.entities)), it.timestamp, it.recorded_at,
                      it.occurred_start, it.occurred_end, it.user_id, it.agent_id, it.session_id,
                      pack_minhash(it.minhash), it.timestamp_sent),
-                ).lastrowid
+                ))
                 c.execute("INSERT INTO memory_vectors(rowid, embedding) VALUES (?, ?)",
                           (rowid, np.ascontiguousarray(it.embedding, dtype=np.float32).tobytes()))
                 c.execute("INSERT INTO memories_fts(rowid, content) VALUES (?, ?)",
@@ -100,7 +100,7 @@ class MemoryQueries(Database):
                 c.executemany("INSERT OR IGNORE INTO memory_scopes VALUES (?, ?)",
                               [(rowid, p) for p in it.scopes])
                 previous_passage = passage_id
-                rowids.append(int(rowid))
+                rowids.append(rowid)
             _refresh_turn_context(c, rowids)
             # every write moves its spaces' versions (what the response cache checks)
             c.executemany("INSERT INTO space_versions VALUES (?, 1) ON CONFLICT(space_id) "
@@ -203,6 +203,15 @@ class MemoryQueries(Database):
             return int(self._query("SELECT COUNT(*) FROM memories")[0][0])
         return int(self._query("SELECT COUNT(*) FROM memories WHERE space_id = ?",
                                (space_id,))[0][0])
+
+
+def _inserted(cursor: sqlite3.Cursor) -> int:
+    """The row a one-row INSERT wrote. sqlite3 types ``lastrowid`` as ``int | None``; after an
+    INSERT that succeeded it is the new row, so None would be a broken invariant, raised."""
+    rowid = cursor.lastrowid
+    if rowid is None:
+        raise RuntimeError("sqlite3 gave no rowid for an INSERT that succeeded")
+    return rowid
 
 
 def _memory(row: sqlite3.Row, tags: list[str], sources: list[int]) -> Memory:
