@@ -67,7 +67,7 @@ def _footer(resp: RetrieveResponse) -> str:
 
 
 def _print_results(resp: RetrieveResponse) -> None:
-    from rich.console import Console
+    from rich.console import Console, JustifyMethod
     from rich.table import Table
     from rich.text import Text
 
@@ -82,8 +82,10 @@ def _print_results(resp: RetrieveResponse) -> None:
                                                      resp.fallback.items())))
     if resp.results:
         table = Table(show_edge=False, pad_edge=False)
-        for name, justify in (("rank", "right"), ("score", "right"), ("space", "left"),
-                              ("memory id", "left"), ("content", "left")):
+        columns: tuple[tuple[str, JustifyMethod], ...] = (
+            ("rank", "right"), ("score", "right"), ("space", "left"), ("memory id", "left"),
+            ("content", "left"))
+        for name, justify in columns:
             table.add_column(name, justify=justify, overflow="fold")
         for rank, r in enumerate(resp.results, 1):
             table.add_row(str(rank), f"{r.relevance_score:.3f}", Text(r.space_id),
@@ -177,6 +179,18 @@ COMMANDS: dict[str, Callable[[MemoryEngine, argparse.Namespace], Mapping[str, An
 }
 
 
+def _opener(args: argparse.Namespace, open_engine: OpenEngine | None
+            ) -> Callable[[str], Any]:
+    """What opens the engine: a client of the service with ``--url``, else ``open_engine``
+    (default :meth:`MemoryEngine.open`)."""
+    if args.url is None:
+        return open_engine or MemoryEngine.open
+    from memory_core.service.client import RemoteEngine
+
+    url, api_key = args.url, args.api_key
+    return lambda _store: RemoteEngine(url, api_key)
+
+
 def main(argv: Sequence[str] | None = None, open_engine: OpenEngine | None = None) -> int:
     """Run one command; returns the exit status (0 ok, 1 refused request, 2 bad usage).
 
@@ -198,17 +212,12 @@ def main(argv: Sequence[str] | None = None, open_engine: OpenEngine | None = Non
             return service_cli.run(args)
         except SystemExit as exc:
             return exc.code if isinstance(exc.code, int) else 2
-    if args.url is not None:
-        from memory_core.service.client import RemoteEngine
-
-        def open_engine(_: str) -> Any:
-            return RemoteEngine(args.url, args.api_key)
-    open_engine = open_engine or MemoryEngine.open
+    opener = _opener(args, open_engine)
     try:
         creates = args.command == "write" and args.create_space
         if args.url is None and not creates and not Path(args.store).is_dir():
             raise not_found("store", args.store)
-        with open_engine(args.store) as eng:
+        with opener(args.store) as eng:
             body = COMMANDS[args.command](eng, args)
     except MemoryCoreError as err:
         if args.json:

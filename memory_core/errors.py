@@ -75,7 +75,8 @@ def invalid(reason: str, message: str, field: str | None = None) -> MemoryCoreEr
 
 def not_found(what: str, ident: str) -> MemoryCoreError:
     """Shorthand for a 404 ``not_found``."""
-    return MemoryCoreError(ErrorCode.NOT_FOUND, f"{what}_missing", f"{what} {ident!r} does not exist")
+    return MemoryCoreError(ErrorCode.NOT_FOUND, f"{what}_missing",
+                           f"{what} {ident!r} does not exist")
 
 
 def store_damaged(path: str, cause: Exception) -> MemoryCoreError:
@@ -84,7 +85,7 @@ def store_damaged(path: str, cause: Exception) -> MemoryCoreError:
     Example:
         >>> store_damaged("/data/memory.sqlite", Exception("file is not a database")).message
         "the store file '/data/memory.sqlite' is damaged or not a memory_core store: file is not a database"
-    """
+    """  # noqa: E501 (a doctest's expected output is one line)
     return MemoryCoreError(ErrorCode.STORE_DAMAGED, "unreadable_store",
                            f"the store file {path!r} is damaged or not a memory_core store: "
                            f"{cause}", "store")

@@ -103,7 +103,7 @@ def test_context_hits_key_is_omitted_when_empty():
     assert SearchedEntry("a", 0.5).to_dict()  # searched entries keep snake_case on /v1
 
 
-# -- keys -------------------------------------------------------------------------------------------
+# -- keys ------------------------------------------------------------------------------------
 def test_keys_are_stored_hashed_and_map_to_their_principal(tmp_path):
     ks = KeyStore.for_store(tmp_path)
     alice, bob = ks.create("alice"), ks.create("bob")
