@@ -18,9 +18,9 @@ from pathlib import Path
 # run as a script (python crash_child.py ...) the repository root is not on sys.path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from benchmarks.hash_engine import HashEmbedder  # noqa: E402  (the model-free embedder)
-from memory_core import MemoryCoreError, MemoryEngine  # noqa: E402
-from memory_core.config import EngineSpec  # noqa: E402
+from benchmarks.hash_engine import HashEmbedder  # the model-free embedder
+from memory_core import MemoryCoreError, MemoryEngine
+from memory_core.config import EngineSpec
 
 __all__ = ["HashEmbedder", "spec", "text"]
 
