@@ -56,7 +56,11 @@ def space_body(space: Space, role: str) -> dict[str, Any]:
 
 
 def memory_body(m: Memory) -> dict[str, Any]:
-    return models.MemoryBody.model_validate(m, from_attributes=True).model_dump(mode="json")
+    """A stored memory as the wire shows it: ``timestamp`` as the writer sent it (the store
+    keeps a normalised UTC instant beside it for ordering), as the retrieve hits do."""
+    body = models.MemoryBody.model_validate(m, from_attributes=True).model_dump(mode="json")
+    body["timestamp"] = m.timestamp_as_sent
+    return body
 
 
 def router(svc: Service, principal: Callable[..., Any]) -> APIRouter:
