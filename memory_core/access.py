@@ -14,13 +14,16 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memory_core.config import EngineSpec, LimitsSpec
 from memory_core.errors import invalid, not_found
 from memory_core.store import Store
 from memory_core.types import Space
 from memory_core.validate import check_text
+
+if TYPE_CHECKING:
+    from memory_core.receipts import Receipt
 
 
 class Role(str, Enum):
@@ -79,6 +82,12 @@ def eligible_spaces(store: Store, principal: str | None, owner: str,
     (None: ``owner``) holds at least role ``need``."""
     who = principal if principal is not None else owner
     return [s for s in store.list_spaces() if not s.default and may(s, who, need)]
+
+
+def may_read_receipt(receipt: Receipt, who: str, owner: str) -> bool:
+    """A receipt is read by the principal whose request left it and by the store's owner
+    (the operator: the dashboard and the workbench read every receipt)."""
+    return who in (receipt.request.get("principal") or owner, owner)
 
 
 def check_members(members: Any, max_id_chars: int) -> Mapping[str, str]:

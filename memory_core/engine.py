@@ -23,7 +23,6 @@ from memory_core.channels.dense import DenseIndex
 from memory_core.config import EngineSpec, RoutingSpec
 from memory_core.embed import Embedder, build_embedder
 from memory_core.engine_routing import RoutePlanner
-from memory_core.serve import ReadPath
 from memory_core.errors import MemoryCoreError, invalid, not_found
 from memory_core.receipts import Receipt
 from memory_core.redact import Redactor
@@ -31,11 +30,12 @@ from memory_core.rerank.cross_encoder import CrossEncoderReranker, Reranker
 from memory_core.rerank.stacked import RelevanceModel
 from memory_core.routing import RouteDecision, Router, build_router
 from memory_core.scorers import accurate_unavailable, load_scorers
+from memory_core.serve import ReadPath
 from memory_core.store import SqlFilter, Store, rowid_of
 from memory_core.times import Clock, format_instant, system_clock
-from memory_core.types import (Memory, Mode, RetrieveResponse, Space, frozen_map)
-from memory_core.validate import check_text, text_problem
+from memory_core.types import Memory, Mode, RetrieveResponse, Space, frozen_map
 from memory_core.validate import check_reserved as _check_reserved
+from memory_core.validate import check_text, text_problem
 from memory_core.write import MAX_WRITE_TAGS, WRITE_FIELDS, Writer, split_text  # noqa: F401
 
 
@@ -74,16 +74,11 @@ class MemoryEngine:
         The vector index is built from the embeddings stored in SQLite on a space's first use;
         with ``channels.dense_persist`` it is saved to ``<dir>/vectors`` by :meth:`flush` and
         loaded from there when the file checks out (see :mod:`memory_core.channels.dense`).
-        Accurate mode scores with
-        ``spec.rerank.scorer``: ``stacked`` uses ``scorer`` when given, else the model folder
-        ``rerank.stacked_model`` (default: the one shipped in the package; see
-        :mod:`memory_core.rerank.stacked`); ``cross_encoder`` uses ``reranker`` when given, else
-        the cross-encoder ``spec.rerank`` resolves to (found now, loaded on first use; see
-        :mod:`memory_core.rerank.models`), which a stacked model trained with the cross-encoder
-        feature needs too. When a needed model does not load, accurate mode is unavailable:
-        asking for it is a 422 ``model_unavailable`` that says why (naming the path), and
-        requests that omit ``mode`` are served in fast mode with that fallback recorded in the
-        response and the receipt.
+        Accurate mode's models (``rerank.scorer``) are the given ones or those
+        :func:`memory_core.scorers.load_scorers` finds. When a needed model does not load,
+        accurate mode is unavailable: asking for it is a 422 ``model_unavailable`` that says why
+        (naming the path), and requests that omit ``mode`` are served in fast mode with that
+        fallback recorded in the response and the receipt.
         """
         spec = spec or EngineSpec()
         embedder = embedder or build_embedder(spec.embed)
@@ -303,17 +298,8 @@ class MemoryEngine:
         Returns the whole response (``context`` holds the block); an unknown session simply
         has no recent turns.
         """
-        body = reads.merge_body(request, fields)
-        for name in ("route", "session_id", "space_id", "query"):
-            if name in body:
-                raise invalid("unknown_field", f"session_context takes {name} as an argument "
-                              "or not at all, not as a request field", name)
-        if not isinstance(session_id, str) or not session_id.strip():
-            raise invalid("wrong_type", "session_id must be a non-empty string", "session_id")
-        check_text(session_id, "session_id", self.spec.limits.max_id_chars,
-                   limit_name="max_id_chars")
-        if not isinstance(space_id, str) or not space_id.strip():
-            raise invalid("wrong_type", "space_id must be a non-empty string", "space_id")
+        body = reads.session_body(reads.merge_body(request, fields), space_id, session_id,
+                                  self.spec.limits.max_id_chars)
         principal = body.get("principal")
         self._authorised(space_id, principal if isinstance(principal, str) else None,
                          Role.VIEWER)
@@ -334,9 +320,7 @@ class MemoryEngine:
             raise not_found("receipt", repr(receipt_id)[:80])
         who = self._principal(principal)
         receipt = self._traces.get(receipt_id) or self.store.get_receipt(receipt_id)
-        owner = None if receipt is None else (receipt.request.get("principal")
-                                              or self.spec.owner)
-        if receipt is None or who not in (owner, self.spec.owner):
+        if receipt is None or not access.may_read_receipt(receipt, who, self.spec.owner):
             raise not_found("receipt", receipt_id)
         return receipt
 
@@ -344,38 +328,27 @@ class MemoryEngine:
         """A memory by id, if ``principal`` (default: the store's owner) may read its space;
         404 otherwise, exactly like a missing id (ids are sequential: every by-id read is
         authorised instead of relying on ids being hard to guess)."""
-        if principal is not None:
-            check_text(principal, "principal", self.spec.limits.max_id_chars,
-                       limit_name="max_id_chars")
+        self._principal(principal)
         row = rowid_of(memory_id)
         found = self.store.get_memories([row]) if row is not None else {}
         if row not in found:
             raise not_found("memory", repr(memory_id)[:80] if not isinstance(memory_id, str)
                             else memory_id)
         try:
-            self._authorised(found[row].space_id, principal, "viewer")
+            self._authorised(found[row].space_id, principal, Role.VIEWER)
         except MemoryCoreError:
             raise not_found("memory", memory_id) from None
         return found[row]
 
     def list_receipts(self, limit: int = 100, principal: str | None = None) -> list[Receipt]:
-        """The newest persisted receipts (``receipt=True``), newest first, at most ``limit``:
-        all of them for the store's owner (the dashboard, the workbench), else only those the
-        principal's own requests left (as :meth:`get_receipt` allows)."""
+        """The newest ``limit`` persisted receipts (``receipt=True``), newest first; a principal
+        other than the store's owner sees only those among them its own requests left (as
+        :meth:`get_receipt` allows)."""
         if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
             raise invalid("wrong_type", "limit must be a positive integer", "limit")
         who = self._principal(principal)
-        if who == self.spec.owner:
-            return self.store.list_receipts(limit=limit)
-        # others see their own: scan the newest in pages until ``limit`` of theirs are found
-        mine: list[Receipt] = []
-        page = limit
-        while True:
-            batch = self.store.list_receipts(limit=page)
-            mine = [r for r in batch if (r.request.get("principal") or self.spec.owner) == who]
-            if len(mine) >= limit or len(batch) < page:
-                return mine[:limit]
-            page *= 2
+        return [r for r in self.store.list_receipts(limit=limit)
+                if access.may_read_receipt(r, who, self.spec.owner)]
 
     def iter_memories(self, space_id: str | None = None, principal: str | None = None
                       ) -> Iterator[Memory]:

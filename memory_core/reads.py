@@ -13,7 +13,7 @@ from memory_core.filters.compile import compile_filter
 from memory_core.store import Store
 from memory_core.trace import RecentTurnsTrace
 from memory_core.types import RetrieveRequest, SearchedEntry
-from memory_core.validate import check_mapping
+from memory_core.validate import check_mapping, check_text
 
 
 def merge_body(request: Mapping[str, Any] | None, fields: Mapping[str, Any]) -> dict[str, Any]:
@@ -39,6 +39,22 @@ def context_body(request: Mapping[str, Any] | None, fields: Mapping[str, Any], c
         body["format"] = "block"
     if body.get("context_hits") is None:
         body["context_hits"] = on_for_context
+    return body
+
+
+def session_body(body: dict[str, Any], space_id: Any, session_id: Any, max_id_chars: int
+                 ) -> dict[str, Any]:
+    """``session_context``'s arguments checked: ``route``, ``session_id``, ``space_id`` and
+    ``query`` are arguments, never request fields; the ids are non-empty short strings."""
+    for name in ("route", "session_id", "space_id", "query"):
+        if name in body:
+            raise invalid("unknown_field", f"session_context takes {name} as an argument "
+                          "or not at all, not as a request field", name)
+    if not isinstance(session_id, str) or not session_id.strip():
+        raise invalid("wrong_type", "session_id must be a non-empty string", "session_id")
+    check_text(session_id, "session_id", max_id_chars, limit_name="max_id_chars")
+    if not isinstance(space_id, str) or not space_id.strip():
+        raise invalid("wrong_type", "space_id must be a non-empty string", "space_id")
     return body
 
 

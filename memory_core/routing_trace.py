@@ -1,4 +1,4 @@
-"""The routing stage's trace record (``stages["routing"]`` on the wire): what the route
+"""The routing stage's trace record (``routing`` in a receipt's ``stages``): what the route
 planner (:mod:`memory_core.engine_routing`) offered the router, what it decided and why.
 
     >>> r = RoutingTrace("evidence", 2, "platform", {"min_fit": 0.1}, eligible=("a", "b"))

@@ -14,10 +14,15 @@ from memory_core.rerank.stacked import RelevanceModel, load_stacked
 def load_scorers(spec: EngineSpec, reranker: Reranker | None, scorer: RelevanceModel | None,
                  cross_encoder: Callable[[RerankSpec], Reranker]
                  ) -> tuple[Reranker | None, RelevanceModel | None, str | None]:
-    """The cross-encoder and stacked model ``spec.rerank`` needs (the given ones first, else
-    loaded: ``rerank.stacked_model``, then ``cross_encoder(spec.rerank)`` when the scorer is
-    the cross-encoder or a stacked model trained with its feature), and why accurate mode is
-    unavailable (the last load failure's message; None when every needed model loaded)."""
+    """The cross-encoder and stacked model ``spec.rerank`` needs, and why accurate mode is
+    unavailable (the last load failure's message; None when every needed model loaded).
+
+    ``rerank.scorer``: ``stacked`` uses ``scorer`` when given, else the model folder
+    ``rerank.stacked_model`` (default: the one shipped in the package; see
+    :mod:`memory_core.rerank.stacked`); ``cross_encoder`` uses ``reranker`` when given, else
+    ``cross_encoder(spec.rerank)``, the cross-encoder ``spec.rerank`` resolves to (found now,
+    loaded on first use; see :mod:`memory_core.rerank.models`), which a stacked model trained
+    with the cross-encoder feature needs too."""
     unavailable = None
     stacked = spec.rerank.scorer == "stacked"
     if stacked and scorer is None:
