@@ -53,7 +53,7 @@ class ChannelCounts:
     counts: Mapping[str, int] = field(default_factory=lambda: frozen_map(None))
     fused: int | None = None
     top_cosine: float | None = None
-    entity_match: Any = None
+    entity_match: Mapping[str, Any] | None = None
     graph_skipped: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
