@@ -36,7 +36,6 @@ from memory_core import MemoryCoreError, MemoryEngine
 from memory_core.config import EngineSpec
 from memory_core.context import estimate_tokens, render_block
 from memory_core.request import parse_request
-from memory_core.store import SqlFilter, rowid_of
 from memory_core.types import BlockOrder, DropReason, Memory, MemoryType, Receipt, Result
 
 ENV_OUTPUTS = "MEMORY_CORE_OUTPUTS"
@@ -486,17 +485,13 @@ def open_run_store(run_dir: str | Path) -> MemoryEngine:
 
 def all_memories(engine: MemoryEngine) -> list[Memory]:
     """Every memory of every space of the store, by row."""
-    rows: list[int] = []
-    for space in engine.list_spaces():
-        rows.extend(int(r) for r in engine.store.eligible_rowids(space.space_id, SqlFilter()))
-    found = engine.store.get_memories(rows)
-    return [found[r] for r in sorted(found)]
+    return sorted(engine.iter_memories(), key=lambda m: m.rowid)
 
 
 def receipts_table(engine: MemoryEngine, limit: int = 500) -> pl.DataFrame:
     """The store's newest receipts: id, time, query, target (space or route), counts."""
     rows = []
-    for r in engine.store.list_receipts(limit=limit):
+    for r in engine.list_receipts(limit=limit):
         req = r.request
         rows.append({"receipt_id": r.receipt_id, "created_at": r.created_at,
                      "query": req.get("query"),
@@ -578,7 +573,8 @@ def receipt_view(engine: MemoryEngine, receipt_id: str,
                        subjects=expansion_subjects(receipt), block=block,
                        token_estimate=tokens, stages=_plain(receipt.stages), routing=routing,
                        routing_scores=scores, contributions=expansion_contributions(receipt),
-                       candidates=candidate_table(receipt), tier=receipt.stages.get("tier"),
+                       candidates=candidate_table(receipt),
+                       tier=None if receipt.trace.tier is None else receipt.trace.tier.value,
                        table=table)
 
 
@@ -597,70 +593,52 @@ def searched_table(receipt: Receipt) -> pl.DataFrame | None:
                                       "stage": pl.String})
 
 
-def _expansion(receipt: Receipt) -> Mapping[str, Any]:
-    for key in ("expansion", "expand"):
-        block = receipt.stages.get(key)
-        if isinstance(block, Mapping):
-            return block
-    return {}
-
-
 def expansion_subjects(receipt: Receipt) -> list[str] | None:
-    """The ``expand_query`` subjects the receipt records (``stages["expansion"]["subjects"]``,
-    else ``stages["subjects"]``; entries are strings or mappings with a ``subject`` / ``text``
-    / ``query``), or None when the question was not split."""
-    subjects = _expansion(receipt).get("subjects") or receipt.stages.get("subjects")
-    if not subjects:
-        return None
-    out = []
-    for s in subjects:
-        if isinstance(s, Mapping):
-            s = s.get("subject") or s.get("text") or s.get("query") or json.dumps(_plain(s))
-        out.append(str(s))
-    return out
+    """The ``expand_query`` subjects the receipt's trace records, or None when the question
+    was not split."""
+    expansion = receipt.trace.expansion
+    return None if expansion is None or not expansion.subjects else list(expansion.subjects)
 
 
 def expansion_contributions(receipt: Receipt) -> pl.DataFrame | None:
     """Per expansion subject (and the whole question): candidates ``found``, how many are
     ``in_results``, and the results ``only_this`` subject brought; None when not recorded."""
-    block = _expansion(receipt)
-    entries = list(block.get("contributions") or [])
-    if not entries:
+    expansion = receipt.trace.expansion
+    if expansion is None or not expansion.contributions:
         return None
-    whole = block.get("whole_question")
-    if isinstance(whole, Mapping):
-        entries = [{"subject": "(whole question)", **whole}, *entries]
-    rows = [{"subject": str(e.get("subject")), "found": e.get("found"),
-             "in_results": len(e.get("in_results") or []),
-             "only_this": ", ".join(e.get("only_this") or [])} for e in entries]
+    rows = [{"subject": "(whole question)", "found": expansion.whole_found,
+             "in_results": len(expansion.whole_in_results), "only_this": ""}]
+    rows += [{"subject": c.subject, "found": c.found, "in_results": len(c.in_results),
+              "only_this": ", ".join(c.only_this)} for c in expansion.contributions]
     return pl.DataFrame(rows, schema={"subject": pl.String, "found": pl.Int64,
                                       "in_results": pl.Int64, "only_this": pl.String})
 
 
 def candidate_table(receipt: Receipt) -> pl.DataFrame | None:
     """The trace's candidate sets: one row per (space, memory) with its rank in each channel's
-    list (``stages["candidates"]``, ``trace.depth`` rows per list), its fused rank, and whether
-    it was returned, by fused rank. None for receipts written before traces existed."""
-    block = receipt.stages.get("candidates")
-    if not isinstance(block, Mapping) or not block:
+    list (the trace's ``candidates``, ``trace.depth`` rows per list), its fused rank, and
+    whether it was returned, by fused rank. None for receipts written before traces existed."""
+    by_space = receipt.trace.candidates
+    if not by_space:
         return None
-    returned = set(receipt.stages.get("returned") or [k.memory_id for k in receipt.kept])
-    channels = sorted({c for lists in block.values() if isinstance(lists, Mapping)
-                       for c in lists if c != "fused"})
+    returned = set(receipt.trace.returned if receipt.trace.returned is not None
+                   else [k.memory_id for k in receipt.kept])
+    channels = sorted({c for lists in by_space.values() for c in lists.lists})
     rows: dict[tuple[str, str], dict[str, Any]] = {}
-    for space, lists in block.items():
-        if not isinstance(lists, Mapping):
-            continue
-        for channel, entries in lists.items():
-            for memory_id, score, rank in entries:
-                row = rows.setdefault((space, memory_id), {
-                    "space_id": space, "memory_id": memory_id, "fused_rank": None,
-                    "fused_score": None, **{f"rank_{c}": None for c in channels},
-                    "returned": memory_id in returned})
-                if channel == "fused":
-                    row["fused_rank"], row["fused_score"] = int(rank), float(score)
-                else:
-                    row[f"rank_{channel}"] = int(rank)
+
+    def row(space: str, memory_id: str) -> dict[str, Any]:
+        return rows.setdefault((space, memory_id), {
+            "space_id": space, "memory_id": memory_id, "fused_rank": None,
+            "fused_score": None, **{f"rank_{c}": None for c in channels},
+            "returned": memory_id in returned})
+
+    for space, lists in by_space.items():
+        for channel, entries in lists.lists.items():
+            for entry in entries:
+                row(space, entry.memory_id)[f"rank_{channel}"] = entry.rank
+        for entry in lists.fused or ():
+            r = row(space, entry.memory_id)
+            r["fused_rank"], r["fused_score"] = entry.rank, entry.score
     schema = {"space_id": pl.String, "memory_id": pl.String, "fused_rank": pl.Int64,
               "fused_score": pl.Float64, **{f"rank_{c}": pl.Int64 for c in channels},
               "returned": pl.Boolean}
@@ -669,19 +647,19 @@ def candidate_table(receipt: Receipt) -> pl.DataFrame | None:
 
 
 def routing_decision(receipt: Receipt) -> tuple[dict[str, Any] | None, pl.DataFrame | None]:
-    """The router's decision recorded in ``stages["routing"]``: a summary (router, reason,
-    max_targets and where it came from, thresholds, eligible spaces) and every eligible
-    space's score (``confidence``, ``fit``, ``chosen``, features), best first. (None, None)
-    on an addressed read."""
-    block = receipt.stages.get("routing")
-    if not isinstance(block, Mapping):
+    """The router's decision the trace records: a summary (router, reason, max_targets and
+    where it came from, thresholds, eligible spaces) and every eligible space's score
+    (``confidence``, ``fit``, ``chosen``, features), best first. (None, None) on an addressed
+    read."""
+    routing = receipt.trace.routing
+    if routing is None:
         return None, None
-    summary = {k: _plain(v) for k, v in block.items() if k not in ("scores", "subjects")}
-    chosen = set(block.get("chosen") or [])
-    rows = [{"space_id": sc.get("space_id"), "confidence": _float(sc.get("confidence")),
-             "fit": _float(sc.get("fit")), "chosen": sc.get("space_id") in chosen,
-             "features": json.dumps(_plain(sc.get("features") or {}), sort_keys=True)}
-            for sc in block.get("scores") or []]
+    summary = {k: v for k, v in routing.to_dict().items() if k not in ("scores", "subjects")}
+    chosen = set(routing.chosen or ())
+    rows = [{"space_id": sc["space_id"], "confidence": _float(sc["confidence"]),
+             "fit": _float(sc["fit"]), "chosen": sc["space_id"] in chosen,
+             "features": json.dumps(_plain(sc["features"]), sort_keys=True)}
+            for sc in routing.scores or ()]
     scores = pl.DataFrame(rows, schema={"space_id": pl.String, "confidence": pl.Float64,
                                         "fit": pl.Float64, "chosen": pl.Boolean,
                                         "features": pl.String})
@@ -729,9 +707,7 @@ def results_table(results: Sequence[Result]) -> pl.DataFrame:
 def _memories(engine: MemoryEngine, ids: Iterable[str]) -> dict[str, Memory]:
     """The memories the store still has, by id, in one batched read (an id the store lacks,
     or that is not a memory id, is absent: shown as "(missing from store)")."""
-    rows = {mid: rowid_of(mid) for mid in dict.fromkeys(ids)}
-    found = engine.store.get_memories(r for r in rows.values() if r is not None)
-    return {mid: found[r] for mid, r in rows.items() if r is not None and r in found}
+    return engine.memories(list(ids))
 
 
 def _retrieves(m: Memory, memories: Mapping[str, Memory]) -> set[str]:
