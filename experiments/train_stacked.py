@@ -51,6 +51,7 @@ from tqdm.auto import tqdm
 from experiments.data.registry import load_dataset
 from experiments.data.schema import Dataset, SpaceDef
 from experiments.ingest import ingest
+from experiments.stats import calibration
 from memory_core import MemoryEngine
 from memory_core.config import EngineSpec, spec_from_mapping
 from memory_core.embed import Embedder
@@ -267,22 +268,15 @@ def build_model(recipe: StackedRecipe, groups: np.ndarray):
 
 
 def expected_calibration_error(p: np.ndarray, y: np.ndarray, bins: int = 10) -> float:
-    """``ECE = Σ_b (n_b / n) |mean(p in b) - mean(y in b)|`` over ``bins`` equal-width bins.
+    """``ECE = Σ_b (n_b / n) |mean(p in b) - mean(y in b)|`` over ``bins`` equal-width bins
+    (:func:`experiments.stats.calibration`, the project's one ECE).
 
     Example:
         >>> round(expected_calibration_error(np.array([0.1, 0.1, 0.9, 0.9]),
         ...                                  np.array([0, 0, 1, 0]), 10), 3)
         0.25
     """
-    if len(p) == 0:
-        return float("nan")
-    idx = np.minimum((p * bins).astype(int), bins - 1)
-    total = 0.0
-    for b in range(bins):
-        sel = idx == b
-        if sel.any():
-            total += sel.sum() / len(p) * abs(p[sel].mean() - y[sel].mean())
-    return float(total)
+    return calibration(p, y, bins).ece
 
 
 def _ranking(rows: Sequence[QueryRows], scores: Sequence[np.ndarray] | None,
