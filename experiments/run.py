@@ -20,28 +20,30 @@ ID-based context recall/precision (:mod:`experiments.ragas_metrics`).
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
-import platform
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import hydra
-import polars as pl
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 from tqdm.auto import tqdm
 
 from experiments import metrics as M
-from experiments import plots, report, reuse
+from experiments import plots, report, reuse, rundir
+from experiments.common import jsonable, platform_info, quiet_faiss
 from experiments.config import engine_spec, to_plain
 from experiments.data.registry import load_dataset
 from experiments.data.schema import Dataset, QueryDef
+from experiments.expand import run_expand
 from experiments.ingest import IdMap, ingest
+from experiments.routing import run_routing
 from experiments.scoring import score
 from experiments.thresholds import compare_modes, print_comparison
+from experiments.tiers import run_tiers
 from experiments.train_reranker import prepare_reranker, reranker_split
 from memory_core import MemoryEngine
 
@@ -204,17 +206,9 @@ def headline_groups(cfg: DictConfig) -> dict[str, list[str]]:
             for k, kinds in (to_plain(cfg.eval.get("headline")) or {}).items()}
 
 
-def run_experiment(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
-    """The whole run; returns what it wrote to ``metrics.json``."""
-    if cfg.get("runner", "retrieval") == "tiers":  # experiment=tiers
-        from experiments.tiers import run_tiers
-
-        return run_tiers(cfg, run_dir)
-    if cfg.get("runner", "retrieval") != "retrieval":  # experiment=routing / expand
-        from experiments.routing import RUNNERS
-
-        return RUNNERS[str(cfg.runner)](cfg, run_dir)
-    logging.getLogger("faiss.loader").setLevel(logging.WARNING)
+def run_retrieval(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
+    """The retrieval run (module docstring); returns what it wrote to ``metrics.json``."""
+    quiet_faiss()
     run_dir.mkdir(parents=True, exist_ok=True)
     t_start = time.perf_counter()
     dataset = load_dataset(to_plain(cfg.data), cfg.paths.data_dir)
@@ -252,7 +246,7 @@ def run_experiment(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     meta: dict[str, Any] = {
         "task_name": cfg.task_name,
         "dataset": {"name": dataset.name, "sha256": dict(dataset.source_sha256),
-                    "info": _jsonable(dict(dataset.info))},
+                    "info": jsonable(dict(dataset.info))},
         "config": to_plain(cfg),
         "models": models,
         "denominators": {"queries": len(dataset.queries), "scored": len(queries),
@@ -269,12 +263,12 @@ def run_experiment(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
         "retrieve_limit": retrieve_limit(cfg, spec.max_limit),
         "timing_s": {"ingest": round(ingest_s, 3), "evaluate": round(eval_s, 3),
                      "total": round(time.perf_counter() - t_start, 3)},
-        "platform": {"python": platform.python_version(), "machine": platform.machine()},
+        "platform": platform_info(),
         "metrics": summary,
     }
-    (run_dir / "metrics.json").write_text(json.dumps(meta, indent=2, default=str))
+    rundir.write_metrics(run_dir, meta)
     if rows:
-        pl.DataFrame(rows).write_parquet(run_dir / "per_query.parquet")
+        rundir.write_per_query(run_dir, rows)
         meta["trec_files"] = report.write_trec(run_dir, rows)
         if cfg.eval.get("plots", True):
             meta["plots"] = plots.write_plots(run_dir, rows, summary, metric_names,
@@ -283,16 +277,31 @@ def run_experiment(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
             from experiments.thresholds import analyse
 
             meta["thresholds"] = analyse(rows, ids.sources, to_plain(cfg.thresholds), run_dir)
-        (run_dir / "metrics.json").write_text(json.dumps(meta, indent=2, default=str))
-    (run_dir / "summary.md").write_text(report.summary_markdown(meta, summary, metric_names))
+        rundir.write_metrics(run_dir, meta)
+    rundir.write_summary(run_dir, report.summary_markdown(meta, summary, metric_names))
     report.print_table(summary, metric_names, f"{cfg.task_name} on {dataset.name} -> {run_dir}")
     print_comparison(meta["mode_comparison"], [m for m in metric_names if "recall" in m],
                      f"{cfg.task_name} on {dataset.name}")
     return meta
 
 
-def _jsonable(value: Any) -> Any:
-    return json.loads(json.dumps(value, default=str))
+# ``runner:`` in a preset (conf/experiment/*.yaml) -> the function that runs it; each takes the
+# composed config and the run directory and returns what it wrote to ``metrics.json``
+RUNNERS: dict[str, Callable[[DictConfig, Path], dict[str, Any]]] = {
+    "retrieval": run_retrieval,   # the default: ask every question in every mode, score it
+    "routing": run_routing,       # experiment=routing (experiments/routing/)
+    "expand": run_expand,         # experiment=expand (experiments/expand.py)
+    "tiers": run_tiers,           # experiment=tiers (experiments/tiers.py)
+}
+
+
+def run_experiment(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
+    """The whole run of the config's ``runner`` (:data:`RUNNERS`; default ``retrieval``);
+    returns what it wrote to ``metrics.json``."""
+    name = str(cfg.get("runner") or "retrieval")
+    if name not in RUNNERS:
+        raise ValueError(f"unknown runner {name!r}; valid: {', '.join(RUNNERS)}")
+    return RUNNERS[name](cfg, run_dir)
 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")

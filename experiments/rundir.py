@@ -27,6 +27,9 @@ from typing import Any
 
 import polars as pl
 
+from memory_core import MemoryEngine
+from memory_core.config import EngineSpec
+
 ENV_OUTPUTS = "MEMORY_CORE_OUTPUTS"
 ENV_RUN_DIR = "MEMORY_CORE_RUN_DIR"
 DEFAULT_OUTPUTS = Path(__file__).resolve().parents[1] / "outputs"
@@ -173,3 +176,38 @@ def resolve_run_dir(value: str | Path | None = None, outputs: str | Path | None 
         raise FileNotFoundError(f"no run under {outputs_dir(outputs)}; run `make run` first or "
                                 f"set {ENV_RUN_DIR}")
     return newest
+
+
+# ---------------------------------------------------------------------------------------------
+# The run's store
+# ---------------------------------------------------------------------------------------------
+
+def run_engine_spec(run_dir: str | Path) -> EngineSpec:
+    """The engine settings a run used, from its recorded config (``metrics.json``).
+
+    The embedding cache directory is not taken from the run (it may have been a temporary
+    directory): the current ``$MEMORY_CORE_CACHE`` / default applies. Raises ``ValueError``
+    when the recorded settings no longer match the engine's specs.
+    """
+    from omegaconf import OmegaConf
+
+    from experiments.config import engine_spec
+
+    config = dict(load_metrics(run_dir).get("config") or {})
+    if isinstance(config.get("embed"), Mapping):
+        config["embed"] = {**config["embed"], "cache_dir": None}
+    return engine_spec(OmegaConf.create(config))
+
+
+def open_store(store_dir: str | Path, spec: EngineSpec | None = None) -> MemoryEngine:
+    """Open an existing store directory (never creates one: ``FileNotFoundError`` when
+    ``store_dir`` holds no ``memory.sqlite``). Read it; do not ``close()`` a store you only
+    read, which would rewrite its vector files."""
+    if not is_store(store_dir):
+        raise FileNotFoundError(f"{store_dir} is not a store directory (no {STORE_FILE})")
+    return MemoryEngine.open(store_dir, spec)
+
+
+def open_run_store(run_dir: str | Path) -> MemoryEngine:
+    """The store of a run, opened with the engine settings the run used."""
+    return open_store(Path(run_dir) / STORE_DIR, run_engine_spec(run_dir))

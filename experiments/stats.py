@@ -334,7 +334,7 @@ def calibration(confidence: npt.ArrayLike, correct: npt.ArrayLike, bins: int = 1
         raise ValueError(f"bins must be a positive integer, got {bins!r}")
     if conf.size == 0:
         return Calibration(float("nan"), [])
-    idx = np.minimum((conf * bins).astype(int), bins - 1)
+    idx = np.clip((conf * bins).astype(int), 0, bins - 1)
     out: list[CalibrationBin] = []
     ece = 0.0
     for b in range(bins):

@@ -34,6 +34,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -41,7 +42,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import polars as pl
 
+from experiments.common import nanmean
 from memory_core.config import spec_from_mapping
 
 SCORES_PLOT = "thresholds_scores.png"
@@ -72,17 +75,87 @@ def check_monotone(rows: Sequence[Mapping[str, Any]]) -> None:
                              "non-increasing order; the min_score sweep cannot be read off them")
 
 
-def _gold_flags(row: Mapping[str, Any], expansions: Mapping[str, Sequence[str]]) -> list[bool]:
-    gold = set(row["gold_keys"])
-    return [bool(set(expansions.get(k, (k,))) & gold) for k in row["ranked_keys"]]
+@dataclass(frozen=True)
+class FloorCut:
+    """What a ``min_score`` floor does to one returned list (:func:`cut_at`)."""
+
+    recall: float       # |G ∩ retrieved(kept)| / |G| (NaN without gold)
+    kept: int           # results with score >= floor
+    gold_total: int     # results that retrieve gold
+    gold_kept: int      # ... of them kept
+    other_total: int    # results that do not
+    other_cut: int      # ... of them cut
 
 
-def _recall(keys: Sequence[str], gold: set[str], expansions: Mapping[str, Sequence[str]]
-            ) -> float:
-    found: set[str] = set()
-    for key in keys:
-        found |= set(expansions.get(key, (key,))) & gold
-    return len(found) / len(gold)
+def cut_at(keys: Sequence[str], scores: Sequence[float], gold: Sequence[str],
+           expansions: Mapping[str, Sequence[str]], floor: float) -> FloorCut:
+    """Replay the engine's ``min_score`` rule on a saved list: keep the results with
+    ``score >= floor`` (order unchanged). A result retrieves its own key, or what
+    ``expansions`` lists for it (an observation's sources, a duplicate's original), exactly as
+    the run scored it. The one threshold replay of the project (:func:`analyse`,
+    :func:`threshold_sweep`).
+
+    Example:
+        >>> cut_at(["a", "b"], [0.9, 0.2], ["b"], {}, 0.5)
+        FloorCut(recall=0.0, kept=1, gold_total=1, gold_kept=0, other_total=1, other_cut=0)
+    """
+    gold_set = set(gold)
+    covered: set[str] = set()
+    kept = gold_total = gold_kept = other_total = other_cut = 0
+    for key, score in zip(keys, scores, strict=True):
+        retrieved = set(expansions.get(key, (key,)))
+        hit = bool(retrieved & gold_set)
+        keep = score >= floor
+        gold_total += hit
+        gold_kept += hit and keep
+        other_total += not hit
+        other_cut += (not hit) and not keep
+        if keep:
+            kept += 1
+            covered |= retrieved
+    recall = len(covered & gold_set) / len(gold_set) if gold_set else math.nan
+    return FloorCut(recall, kept, gold_total, gold_kept, other_total, other_cut)
+
+
+def threshold_sweep(per_query: pl.DataFrame, thresholds: Sequence[float],
+                    expansions: Mapping[str, Sequence[str]] | None = None,
+                    by: Sequence[str] = ("mode", "view")) -> pl.DataFrame:
+    """What a ``min_score`` floor ``t`` would have done to each run's returned lists.
+
+    For each group and ``t``: a query keeps its results with ``score >= t`` (the engine's
+    ``min_score`` rule; order unchanged), then
+
+    - ``recall``      = mean over queries of |G ∩ retrieved(kept)| / |G| (proportional recall at
+      the run's limit, observations counted through ``expansions`` as in the run's scores),
+    - ``results``     = mean number of kept results per query,
+    - ``empty``       = share of queries left with no result,
+    - ``gold_kept``   = share of gold-retrieving results that survive,
+    - ``other_cut``   = share of the other results that are cut.
+
+    This replays a cut on saved scores; it does not re-query the engine.
+    """
+    exp = dict(expansions or {})
+    rows = []
+    groups = per_query.partition_by(list(by), as_dict=True, maintain_order=True)
+    for key, part in groups.items():
+        lists = list(zip(part["ranked_keys"].to_list(), part["scores"].to_list(),
+                         part["gold_keys"].to_list(), strict=True))
+        for t in thresholds:
+            cuts = [cut_at(keys or [], scores or [], gold or (), exp, t)
+                    for keys, scores, gold in lists]
+            gold_total = sum(c.gold_total for c in cuts)
+            other_total = sum(c.other_total for c in cuts)
+            n = len(lists)
+            rows.append({**dict(zip(by, key, strict=True)), "min_score": float(t),
+                         "recall": nanmean([c.recall for c in cuts]),
+                         "results": sum(c.kept for c in cuts) / n if n else math.nan,
+                         "empty": sum(c.kept == 0 for c in cuts) / n if n else math.nan,
+                         "gold_kept": sum(c.gold_kept for c in cuts) / gold_total
+                         if gold_total else math.nan,
+                         "other_cut": sum(c.other_cut for c in cuts) / other_total
+                         if other_total else math.nan,
+                         "n": n})
+    return pl.DataFrame(rows)
 
 
 def pooled_auc(gold: Sequence[float], other: Sequence[float]) -> float | None:
@@ -148,15 +221,15 @@ def analyse(rows: Sequence[Mapping[str, Any]], expansions: Mapping[str, Sequence
             recall = np.zeros((len(members), len(floors)))
             count = np.zeros_like(recall)
             for i, r in enumerate(members):
-                flags = _gold_flags(r, expansions)
-                page = list(zip(r["ranked_keys"], r["scores"], flags, strict=True))[:spec.k]
-                for _, s, g in page:
-                    (gold_s if g else other_s).append(float(s))
+                keys, scores = list(r["ranked_keys"])[:spec.k], list(r["scores"])[:spec.k]
                 gold = set(r["gold_keys"])
+                for key, sc in zip(keys, scores, strict=True):
+                    hit = bool(set(expansions.get(key, (key,))) & gold)
+                    (gold_s if hit else other_s).append(float(sc))
                 for j, f in enumerate(floors):
-                    kept = [key for key, s, _ in page if s >= f]
-                    recall[i, j] = _recall(kept, gold, expansions)
-                    count[i, j] = len(kept)
+                    cut = cut_at(keys, scores, r["gold_keys"], expansions, f)
+                    recall[i, j] = cut.recall
+                    count[i, j] = cut.kept
             out["distributions"][mode][kind] = {
                 "queries": len(members), "auc": pooled_auc(gold_s, other_s),
                 "gold": _distribution(gold_s, spec.band, edges),

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import logging
 import random
 import time
 from collections import Counter
@@ -40,23 +39,22 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import polars as pl
 from omegaconf import DictConfig
 from rich.console import Console
 from rich.table import Table
 from tqdm.auto import tqdm
 
-from experiments import report
+from experiments import report, rundir
+from experiments.common import ci_cell, common_meta, engine_safe, percentile, quiet_faiss
 from experiments.config import engine_spec, to_plain
 from experiments.data.files import DatasetError
 from experiments.data.registry import load_dataset
 from experiments.data.schema import Dataset, QueryDef
 from experiments.ingest import IdMap, ingest
-from experiments.routing import _ci, _common_meta, _percentile, engine_safe
 from experiments.scoring import score
 from experiments.stats import paired_test
 from memory_core import MemoryEngine
-from memory_core.config import CacheSpec, EngineSpec, EscalateSpec
+from memory_core.config import CacheSpec, EngineSpec
 from memory_core.embed import Embedder
 from memory_core.types import Tier
 
@@ -153,9 +151,9 @@ def cache_stream(store: Path, spec: EngineSpec, embedder: Embedder | None, datas
     return {"requests": total, "writes": writes, "hits": len(hits), "misses": len(misses),
             "hit_rate": len(hits) / total if total else None,
             "invalidated": stats["stale"], "stale_served": stale,
-            "latency_ms": {"hit_p50": _percentile(hits, 50), "hit_p95": _percentile(hits, 95),
-                           "miss_p50": _percentile(misses, 50),
-                           "miss_p95": _percentile(misses, 95)},
+            "latency_ms": {"hit_p50": percentile(hits, 50), "hit_p95": percentile(hits, 95),
+                           "miss_p50": percentile(misses, 50),
+                           "miss_p95": percentile(misses, 95)},
             "stream": {k: to_plain(v) for k, v in ccfg.items()}}
 
 
@@ -251,11 +249,11 @@ def summarise(rows: Sequence[Mapping[str, Any]], n_resamples: int, seed: int,
         for name in dict.fromkeys(r["variant"] for r in sub):
             vr = [r for r in sub if r["variant"] == name]
             cell: dict[str, Any] = {
-                m: _ci([r[m] for r in vr], [r["conversation"] for r in vr], n_resamples, seed)
+                m: ci_cell([r[m] for r in vr], [r["conversation"] for r in vr], n_resamples, seed)
                 for m in METRICS}
             lat = [r["latency_ms"] for r in vr]
-            cell.update({"latency_ms_p50": _percentile(lat, 50),
-                         "latency_ms_p95": _percentile(lat, 95),
+            cell.update({"latency_ms_p50": percentile(lat, 50),
+                         "latency_ms_p95": percentile(lat, 95),
                          "escalated_share": float(np.mean([r["escalated"] for r in vr])),
                          "triggers": dict(Counter(t for r in vr for t in r["triggered_by"]))})
             if name != "hybrid":
@@ -273,14 +271,14 @@ def summarise(rows: Sequence[Mapping[str, Any]], n_resamples: int, seed: int,
                         [mine[k]["recall@10"] - base[k]["recall@10"] for k in trig]))
                 ratios = [mine[k]["latency_ms"] / base[k]["latency_ms"] for k in base
                           if base[k]["latency_ms"] > 0]
-                cell["latency_ratio_p50"] = _percentile(ratios, 50)
+                cell["latency_ratio_p50"] = percentile(ratios, 50)
             block["variants"][name] = cell
         block["threshold_sweep"] = {v: threshold_sweep(sub, min_candidates, v)
                                     for v in ("escalate_always_norerank", "escalate_always")
                                     if v in block["variants"]}
         hyb = list(base.values())
         block["context_hits"] = {
-            "latency_ms_p50": _percentile([r["context_hits_ms"] for r in hyb], 50),
+            "latency_ms_p50": percentile([r["context_hits_ms"] for r in hyb], 50),
             "rows_per_question": float(np.mean([r["context_rows"] for r in hyb])) if hyb else 0,
             "evidence_recall_results": float(np.mean([r["evidence_recall_results"]
                                                       for r in hyb])) if hyb else None,
@@ -344,7 +342,7 @@ def _datasets(cfg: DictConfig) -> tuple[list[Dataset], dict[str, str]]:
 def run_tiers(cfg: DictConfig, run_dir: Path, embedder: Embedder | None = None
               ) -> dict[str, Any]:
     """The tiers experiment (module docstring); returns what it wrote to ``metrics.json``."""
-    logging.getLogger("faiss.loader").setLevel(logging.WARNING)
+    quiet_faiss()
     run_dir.mkdir(parents=True, exist_ok=True)
     t_start = time.perf_counter()
     tcfg = cfg.tiers_eval
@@ -372,7 +370,7 @@ def run_tiers(cfg: DictConfig, run_dir: Path, embedder: Embedder | None = None
                                  progress, 10 * int(limit_q) if limit_q else None)
     summary = summarise(rows, int(cfg.eval.get("n_resamples", 2000)), seed,
                         variants["escalate"].escalate.min_candidates)
-    meta = {**_common_meta(cfg, models, datasets),
+    meta = {**common_meta(cfg, models, datasets),
             "dataset": {"name": "+".join(d.name for d in datasets), "sha256": {
                 f"{d.name}:{k}": v for d in datasets for k, v in d.source_sha256.items()}},
             "denominators": {"scored": sum(s["questions"] for s in summary.values()),
@@ -389,14 +387,14 @@ def run_tiers(cfg: DictConfig, run_dir: Path, embedder: Embedder | None = None
     if summary:
         meta["plots"] = [plot(summary, run_dir / PLOT).name]
     if rows:
-        pl.DataFrame(rows, infer_schema_length=None).write_parquet(run_dir / "per_query.parquet")
+        rundir.write_per_query(run_dir, rows)
         meta["trec_files"] = report.write_trec(run_dir, [
             {"mode": "tiers", "view": f"{r['dataset']}-{r['variant']}", "query_id": r["query_id"],
              "ranked_keys": r["ranked_keys"], "scores": r["scores"], "gold_keys": r["gold_keys"]}
             for r in rows])
-    (run_dir / "metrics.json").write_text(json.dumps(meta, indent=2, default=str))
+    rundir.write_metrics(run_dir, meta)
     table, lines = _report(meta)
-    (run_dir / "summary.md").write_text("\n".join(lines) + "\n")
+    rundir.write_summary(run_dir, lines)
     Console(width=max(160, Console().width)).print(table)
     return meta
 
