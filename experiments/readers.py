@@ -35,48 +35,17 @@ from experiments.common import as_float as _float
 from experiments.compare import Comparison, paired_comparison
 from experiments.dashboard.candidates import CandidateTable
 from experiments.dashboard.candidates import candidate_table as build_candidate_table
-from experiments.routing.tables import (
-    ROUTING_COLUMNS,
-    flatten_numbers,
-    reliability,
-    routing_reliability,
-    routing_rows,
-    routing_section,
-    routing_table,
-)
-from experiments.rundir import (
-    DEFAULT_OUTPUTS,
-    ENV_OUTPUTS,
-    ENV_RUN_DIR,
-    METRICS_FILE,
-    PER_QUERY_FILE,
-    STORE_DIR,
-    STORE_FILE,
-    RunInfo,
-    is_store,
-    list_runs,
-    load_metrics,
-    load_per_query,
-    newest_run,
-    open_run_store,
-    open_store,
-    outputs_dir,
-    resolve_run_dir,
-    run_engine_spec,
-)
-from experiments.tables import (
-    category_table,
-    distinct,
-    filter_rows,
-    is_retrieval_rows,
-    metric_families,
-    metric_names,
-    metrics_table,
-    metrics_wide,
-    recall_curves,
-    score_table,
-    worst_queries,
-)
+from experiments.routing.tables import (ROUTING_COLUMNS, flatten_numbers, reliability,
+                                        routing_reliability, routing_rows, routing_section,
+                                        routing_table)
+from experiments.rundir import (DEFAULT_OUTPUTS, ENV_OUTPUTS, ENV_RUN_DIR, METRICS_FILE,
+                                PER_QUERY_FILE, STORE_DIR, STORE_FILE, RunInfo, is_store,
+                                list_runs, load_metrics, load_per_query, newest_run,
+                                open_run_store, open_store, outputs_dir, resolve_run_dir,
+                                run_engine_spec)
+from experiments.tables import (category_table, distinct, filter_rows, is_retrieval_rows,
+                                metric_families, metric_names, metrics_table, metrics_wide,
+                                recall_curves, score_table, worst_queries)
 from experiments.thresholds import threshold_sweep
 from memory_core import MemoryCoreError, MemoryEngine
 from memory_core.context import estimate_tokens, render_block

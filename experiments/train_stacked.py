@@ -118,10 +118,10 @@ class StackedRecipe:
 
 def stacked_recipe_from_mapping(values: Mapping[str, Any]) -> StackedRecipe:
     """A :class:`StackedRecipe` from plain mappings (unknown keys fail)."""
-    from experiments.train_reranker import SourceSpec, _tuples
+    from experiments.rerank_data import SourceSpec, as_tuples
 
     values = dict(values)
-    sources = {name: spec_from_mapping(SourceSpec, _tuples(src, ("exclude_conversations",
+    sources = {name: spec_from_mapping(SourceSpec, as_tuples(src, ("exclude_conversations",
                                                                  "kinds")))
                for name, src in (values.pop("sources", None) or {}).items()}
     if "eval_ks" in values:
@@ -169,7 +169,7 @@ def mine_features(name: str, dataset: Dataset, src: Any, spec: EngineSpec, recip
                   reranker: Any = None) -> list[QueryRows]:
     """Ask every answerable question of ``dataset`` through the engine and keep its pool's
     feature rows and labels (see the module docstring)."""
-    from experiments.train_reranker import _questions, family
+    from experiments.rerank_data import answerable_questions, family
 
     recorder = FeatureRecorder(recipe.cross_encoder)
     pool = spec.rerank.pool
@@ -179,7 +179,7 @@ def mine_features(name: str, dataset: Dataset, src: Any, spec: EngineSpec, recip
     with MemoryEngine.open(":memory:", spec, embedder=embedder, scorer=recorder,
                            reranker=reranker) as engine:
         ids = ingest(engine, dataset, progress=progress)
-        for q in tqdm(_questions(dataset, ids, src), desc=f"features {name}", unit="q",
+        for q in tqdm(answerable_questions(dataset, ids, src), desc=f"features {name}", unit="q",
                       disable=not progress):
             recorder.last = None
             engine.retrieve(query=q.text, space_id=q.gold_space, limit=min(pool, spec.max_limit),
@@ -343,7 +343,7 @@ def train_stacked(recipe: StackedRecipe, *, spec: EngineSpec | None = None,
     conversations) are removed from that source (LongMemEval oracle minus the S subset).
     ``embedder`` replaces the configured one (tests pass a model-free embedder).
     """
-    from experiments.train_reranker import _load_source, family
+    from experiments.rerank_data import load_source, family
 
     spec = spec or EngineSpec()
     t0 = time.perf_counter()
@@ -366,7 +366,7 @@ def train_stacked(recipe: StackedRecipe, *, spec: EngineSpec | None = None,
                 continue
             src = dataclasses.replace(src, exclude_conversations=tuple(
                 sorted({*src.exclude_conversations, *gone})))
-        dataset, status = _load_source(name, src, data_dir)
+        dataset, status = load_source(name, src, data_dir)
         sources[name] = {"status": status, "data": dict(src.data),
                          "excluded_conversations": len(src.exclude_conversations),
                          "exclude_from": dict(extra) if extra else None}
