@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +37,7 @@ DEFAULT_OUTPUTS = Path(__file__).resolve().parents[1] / "outputs"
 METRICS_FILE = "metrics.json"
 PER_QUERY_FILE = "per_query.parquet"
 SUMMARY_FILE = "summary.md"
+INGEST_FILE = "ingest.json"  # the store's id mapping and fingerprint (experiments.reuse)
 STORE_DIR = "store"
 STORE_FILE = "memory.sqlite"
 
@@ -69,9 +71,33 @@ def write_summary(run_dir: str | Path, lines: str | Sequence[str]) -> Path:
     return path
 
 
+def write_ingest(run_dir: str | Path, body: Mapping[str, Any]) -> Path:
+    """Write ``ingest.json`` beside the run's store (:mod:`experiments.reuse` decides what)."""
+    path = Path(run_dir) / INGEST_FILE
+    path.write_text(json.dumps(body))
+    return path
+
+
+def copy_store(src_run: str | Path, dst_run: str | Path) -> Path:
+    """Copy one run's ``store/`` into another run directory (which must not have one)."""
+    dst = store_dir(dst_run)
+    if dst.exists():
+        raise FileExistsError(f"{dst} exists already")
+    shutil.copytree(store_dir(src_run), dst)
+    return dst
+
+
 # ---------------------------------------------------------------------------------------------
 # Reading
 # ---------------------------------------------------------------------------------------------
+
+def load_ingest(run_dir: str | Path) -> dict[str, Any] | None:
+    """The run's ``ingest.json``, or None when the run has none or no ``store/``."""
+    path = Path(run_dir) / INGEST_FILE
+    if not path.is_file() or not store_dir(run_dir).is_dir():
+        return None
+    return json.loads(path.read_text())
+
 
 def load_metrics(run_dir: str | Path) -> dict[str, Any]:
     """The run's ``metrics.json`` (``FileNotFoundError`` when the run has none)."""
