@@ -21,12 +21,13 @@ from tqdm.auto import tqdm
 
 from experiments import report, rundir
 from experiments.common import ci_cell, common_meta, fmt, percentile, quiet_faiss
-from experiments.config import engine_spec, to_plain
+from experiments.config import engine_spec, eval_spec, experiment_spec, to_plain
 from experiments.data.registry import load_dataset
 from experiments.data.schema import Dataset, QueryDef
 from experiments.ingest import IdMap, ingest
 from experiments.routing.split import gold_spaces
 from experiments.scoring import score
+from experiments.specs import ExpandEvalSpec
 from experiments.stats import paired_test
 from memory_core import MemoryEngine
 from memory_core.embed import Embedder
@@ -53,7 +54,8 @@ def run_expand(cfg: DictConfig, run_dir: Path, embedder: Embedder | None = None
     quiet_faiss()
     run_dir.mkdir(parents=True, exist_ok=True)
     t_start = time.perf_counter()
-    ecfg = cfg.expand_eval
+    ecfg = experiment_spec(ExpandEvalSpec, cfg.expand_eval)
+    ev = eval_spec(cfg)
     dataset = load_dataset(to_plain(cfg.data), cfg.paths.data_dir)
     limit, mode = int(ecfg.limit), str(ecfg.mode)
     rows: list[dict[str, Any]] = []
@@ -61,8 +63,8 @@ def run_expand(cfg: DictConfig, run_dir: Path, embedder: Embedder | None = None
     with MemoryEngine.open(run_dir / "store", engine_spec(cfg), embedder=embedder) as engine:
         ids = ingest(engine, dataset, progress=bool(cfg.progress))
         queries = multi_subject_queries(dataset, ids)
-        if cfg.eval.get("limit_queries"):
-            queries = queries[:int(cfg.eval.limit_queries)]
+        if ev.limit_queries:
+            queries = queries[:int(ev.limit_queries)]
         reads = [str(r) for r in ecfg.reads]
         # every question and subject embedded (and cached) before timing: the latencies compare
         # retrieval work, not first-time model calls and cache writes
@@ -100,7 +102,7 @@ def run_expand(cfg: DictConfig, run_dir: Path, embedder: Embedder | None = None
                                  "scores": [r.relevance_score for r in resp.results],
                                  "gold_keys": list(q.gold_keys)})
         models = engine.model_identity()
-    n_resamples = int(cfg.eval.get("n_resamples", 2000))
+    n_resamples = ev.n_resamples
     summary: dict[str, Any] = {}
     for read in {r["read"] for r in rows}:
         block: dict[str, Any] = {}

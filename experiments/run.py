@@ -35,7 +35,7 @@ from tqdm.auto import tqdm
 from experiments import metrics as M
 from experiments import plots, report, reuse, rundir
 from experiments.common import jsonable, platform_info, quiet_faiss
-from experiments.config import engine_spec, to_plain
+from experiments.config import engine_spec, eval_spec, to_plain
 from experiments.data.registry import load_dataset
 from experiments.data.schema import Dataset, QueryDef
 from experiments.expand import run_expand
@@ -94,17 +94,17 @@ def scorable(dataset: Dataset, ids: IdMap) -> tuple[list[QueryDef], Counter[str]
 
 def session_names(cfg: DictConfig) -> list[str]:
     """Column names of the session-level metrics: ``session_<metric>``."""
-    return [f"session_{m}" for m in (cfg.eval.get("session_metrics") or [])]
+    return [f"session_{m}" for m in eval_spec(cfg).session_metrics]
 
 
 def retrieve_limit(cfg: DictConfig, max_limit: int) -> int:
     """How many memories each query asks for: ``eval.limit``, else the deepest cut-off any
     metric needs (capped at the engine's ``max_limit``)."""
-    if cfg.eval.get("limit"):
-        return min(int(cfg.eval.limit), max_limit)
-    ks = list(cfg.eval.ks) + [k for m in [*cfg.eval.metrics, *(cfg.eval.get("session_metrics")
-                                                             or [])]
-                              if (k := M.parse_metric(m).k) is not None]
+    ev = eval_spec(cfg)
+    if ev.limit:
+        return min(int(ev.limit), max_limit)
+    ks = list(ev.ks) + [k for m in [*ev.metrics, *ev.session_metrics]
+                        if (k := M.parse_metric(m).k) is not None]
     return min(max(ks), max_limit)
 
 
@@ -115,17 +115,18 @@ def usable_modes(engine: MemoryEngine, cfg: DictConfig) -> tuple[list[str], dict
     preset sets it, so ``[fast, accurate]`` runs before the cross-encoder exists); a skipped
     mode is written into ``metrics.json``, never dropped silently.
     """
+    ev = eval_spec(cfg)
     available = {m.value for m in engine.available_modes}
-    modes = [m for m in cfg.eval.modes if m in available]
+    modes = [m for m in ev.modes if m in available]
     why = {"accurate": f": {engine.rerank_unavailable}" if engine.rerank_unavailable else ""}
     skipped = {m: f"mode {m!r} is not available in this engine (available: "
                   f"{', '.join(sorted(available))}){why.get(m, '')}"
-               for m in cfg.eval.modes if m not in available}
-    if skipped and not cfg.eval.get("skip_unavailable_modes", False):
+               for m in ev.modes if m not in available}
+    if skipped and not ev.skip_unavailable_modes:
         raise ValueError("; ".join(skipped.values()) + " (set eval.skip_unavailable_modes=true "
                          "to skip it and record the skip)")
     if not modes:
-        raise ValueError(f"none of eval.modes {list(cfg.eval.modes)} is available")
+        raise ValueError(f"none of eval.modes {list(ev.modes)} is available")
     return modes, skipped
 
 
@@ -145,30 +146,31 @@ def session_scores(keys: list[str], q: QueryDef, ids: IdMap,
 def evaluate(engine: MemoryEngine, queries: list[QueryDef], ids: IdMap, cfg: DictConfig,
              has_observations: bool, modes: list[str] | None = None) -> list[dict[str, Any]]:
     """Ask every query in every configured mode and view; one row per (query, mode, view)."""
-    metric_names = list(cfg.eval.metrics)
-    sessions = [str(m) for m in (cfg.eval.get("session_metrics") or [])]
+    ev = eval_spec(cfg)
+    metric_names = list(ev.metrics)
+    sessions = [str(m) for m in ev.session_metrics]
     limit = retrieve_limit(cfg, engine.spec.max_limit)
     ragas = None
-    if cfg.eval.get("ragas"):
+    if ev.ragas:
         from experiments.ragas_metrics import RagasIdScorer
 
-        ragas = RagasIdScorer(k=int(cfg.eval.get("ragas_k") or max(cfg.eval.ks)))
-    views = [v for v in VIEWS if v == "with_observations" or (cfg.eval.raw_turns and has_observations)]
-    pool_ks = [int(k) for k in (cfg.eval.get("pool_ks") or [])]
+        ragas = RagasIdScorer(k=ev.ragas_cutoff)
+    views = [v for v in VIEWS if v == "with_observations" or (ev.raw_turns and has_observations)]
+    pool_ks = [int(k) for k in ev.pool_ks]
     shallow = [k for k in pool_ks if k > engine.spec.trace.depth]
     if shallow:  # run_experiment deepens the traces; a direct caller's engine may not have
         log.warning("pool_recall@%s not scored: the engine's traces keep %d candidates "
                     "(engine.trace.depth)", shallow, engine.spec.trace.depth)
         pool_ks = [k for k in pool_ks if k not in shallow]
     rows: list[dict[str, Any]] = []
-    for mode in (modes if modes is not None else list(cfg.eval.modes)):
+    for mode in (modes if modes is not None else list(ev.modes)):
         for view in views:
             for q in tqdm(queries, desc=f"{mode}/{view}", unit="q", disable=not cfg.progress):
                 t0 = time.perf_counter()
                 when = ({"query_timestamp": q.query_timestamp}
-                        if cfg.eval.get("query_timestamp") and q.query_timestamp else {})
+                        if ev.query_timestamp and q.query_timestamp else {})
                 resp = engine.retrieve(query=q.text, space_id=q.gold_space, limit=limit,
-                                       mode=mode, receipt=bool(cfg.eval.receipts), **VIEWS[view],
+                                       mode=mode, receipt=ev.receipts, **VIEWS[view],
                                        **when)
                 latency = (time.perf_counter() - t0) * 1000
                 keys = ids.keys(r.memory_id for r in resp.results)
@@ -191,19 +193,19 @@ def evaluate(engine: MemoryEngine, queries: list[QueryDef], ids: IdMap, cfg: Dic
 
 def reported_metrics(cfg: DictConfig) -> list[str]:
     """Every per-query metric column the summary aggregates, in report order."""
-    names = [*cfg.eval.metrics, *[f"pool_recall@{k}" for k in (cfg.eval.get("pool_ks") or [])],
-             *session_names(cfg)]
-    if cfg.eval.get("ragas"):
+    ev = eval_spec(cfg)
+    names = [*ev.metrics, *[f"pool_recall@{k}" for k in ev.pool_ks], *session_names(cfg)]
+    if ev.ragas:
         from experiments.ragas_metrics import column_names
 
-        names += column_names(int(cfg.eval.get("ragas_k") or max(cfg.eval.ks)))
+        names += column_names(ev.ragas_cutoff)
     return [str(n) for n in names]
 
 
 def headline_groups(cfg: DictConfig) -> dict[str, list[str]]:
     """Named groups of query kinds reported first (``eval.headline``: name -> kinds)."""
     return {str(k): [str(v) for v in kinds]
-            for k, kinds in (to_plain(cfg.eval.get("headline")) or {}).items()}
+            for k, kinds in (eval_spec(cfg).headline or {}).items()}
 
 
 def run_retrieval(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
@@ -213,24 +215,25 @@ def run_retrieval(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     t_start = time.perf_counter()
     dataset = load_dataset(to_plain(cfg.data), cfg.paths.data_dir)
     spec = engine_spec(cfg)
-    pool_ks = [int(k) for k in (cfg.eval.get("pool_ks") or [])]
+    ev = eval_spec(cfg)
+    pool_ks = [int(k) for k in ev.pool_ks]
     if pool_ks and max(pool_ks) > spec.trace.depth:  # the traces must hold the deepest pool cut
         spec = dataclasses.replace(spec, trace=dataclasses.replace(spec.trace,
                                                                    depth=max(pool_ks)))
     spec, reranker_info = prepare_reranker(cfg, spec, dataset)  # trains it once if missing
     store_print = reuse.fingerprint(dataset, to_plain(cfg.data), spec)
-    reused = cfg.eval.get("reuse_store")
+    reused = ev.reuse_store
     t0 = time.perf_counter()
-    ids = reuse.restore(reused, run_dir, store_print, bool(cfg.eval.get(
-        "reuse_allow_code_change"))) if reused else None  # eval.reuse_store
+    ids = reuse.restore(reused, run_dir, store_print, ev.reuse_allow_code_change
+                        ) if reused else None  # eval.reuse_store
     with MemoryEngine.open(run_dir / "store", spec) as engine:
         if ids is None:
             ids = ingest(engine, dataset, progress=bool(cfg.progress))
         ingest_s = time.perf_counter() - t0
         reuse.save(run_dir, ids, store_print)
         queries, skipped = scorable(dataset, ids)
-        if cfg.eval.limit_queries:
-            queries = queries[: int(cfg.eval.limit_queries)]
+        if ev.limit_queries:
+            queries = queries[: int(ev.limit_queries)]
         has_obs = any(m.memory_type == "observation" for m in dataset.memories)
         modes, modes_skipped = usable_modes(engine, cfg)
         reranker_info.update(reranker_split(engine, dataset, queries, modes))  # no leakage
@@ -241,7 +244,7 @@ def run_retrieval(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
 
     metric_names = reported_metrics(cfg)
     headline = headline_groups(cfg)
-    summary = report.aggregate(rows, metric_names, n_resamples=int(cfg.eval.get("n_resamples", 2000)),
+    summary = report.aggregate(rows, metric_names, n_resamples=ev.n_resamples,
                                seed=int(cfg.seed), groups=headline)
     meta: dict[str, Any] = {
         "task_name": cfg.task_name,
@@ -258,8 +261,8 @@ def run_retrieval(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
         "reused_store": reuse.provenance(reused, store_print) if reused else None,
         "reranker": reranker_info,
         "mode_comparison": compare_modes(rows, [m for m in metric_names if "recall" in m],
-                                         headline, n_resamples=int(cfg.eval.get(
-                                             "n_resamples", 2000)), seed=int(cfg.seed)),
+                                         headline, n_resamples=ev.n_resamples,
+                                         seed=int(cfg.seed)),
         "retrieve_limit": retrieve_limit(cfg, spec.max_limit),
         "timing_s": {"ingest": round(ingest_s, 3), "evaluate": round(eval_s, 3),
                      "total": round(time.perf_counter() - t_start, 3)},
@@ -270,10 +273,10 @@ def run_retrieval(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     if rows:
         rundir.write_per_query(run_dir, rows)
         meta["trec_files"] = report.write_trec(run_dir, rows)
-        if cfg.eval.get("plots", True):
+        if ev.plots:
             meta["plots"] = plots.write_plots(run_dir, rows, summary, metric_names,
                                               groups=headline)
-        if cfg.get("thresholds"):  # conf/experiment/thresholds.yaml
+        if "thresholds" in cfg:  # conf/experiment/thresholds.yaml
             from experiments.thresholds import analyse
 
             meta["thresholds"] = analyse(rows, ids.sources, to_plain(cfg.thresholds), run_dir)

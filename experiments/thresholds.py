@@ -45,24 +45,12 @@ import numpy as np
 import polars as pl
 
 from experiments.common import nanmean
-from memory_core.config import spec_from_mapping
+from experiments.config import experiment_spec
+from experiments.specs import ThresholdSpec
 
 SCORES_PLOT = "thresholds_scores.png"
 SWEEP_PLOT = "thresholds_sweep.png"
 QUANTILES = (0.1, 0.25, 0.5, 0.75, 0.9)
-
-
-@dataclass(frozen=True)
-class ThresholdSpec:
-    """``thresholds`` block of the preset (unknown keys fail)."""
-
-    view: str = "with_observations"
-    kinds: tuple[str, ...] | None = ("near_verbatim", "paraphrase")  # None: every kind
-    k: int = 10
-    n_floors: int = 21
-    band: tuple[float, float] = (0.1, 0.9)
-    bins: int = 20
-    plots: bool = True
 
 
 def check_monotone(rows: Sequence[Mapping[str, Any]]) -> None:
@@ -187,9 +175,8 @@ def analyse(rows: Sequence[Mapping[str, Any]], expansions: Mapping[str, Sequence
             settings: Mapping[str, Any] | ThresholdSpec | None, out_dir: Path | None
             ) -> dict[str, Any]:
     """Distributions, AUC and the min_score sweep per mode and kind; plots into ``out_dir``."""
-    spec = settings if isinstance(settings, ThresholdSpec) else spec_from_mapping(
-        ThresholdSpec, {k: tuple(v) if isinstance(v, list) else v
-                        for k, v in (settings or {}).items()})
+    spec = settings if isinstance(settings, ThresholdSpec) else experiment_spec(ThresholdSpec,
+                                                                                settings)
     if spec.k < 1 or spec.n_floors < 2:
         raise ValueError("thresholds.k must be >= 1 and thresholds.n_floors >= 2")
     picked = [r for r in rows if r["view"] == spec.view

@@ -46,12 +46,13 @@ from tqdm.auto import tqdm
 
 from experiments import report, rundir
 from experiments.common import ci_cell, common_meta, engine_safe, percentile, quiet_faiss
-from experiments.config import engine_spec, to_plain
+from experiments.config import engine_spec, eval_spec, experiment_spec, to_plain
 from experiments.data.files import DatasetError
 from experiments.data.registry import load_dataset
 from experiments.data.schema import Dataset, QueryDef
 from experiments.ingest import IdMap, ingest
 from experiments.scoring import score
+from experiments.specs import CacheStreamSpec, TiersEvalSpec
 from experiments.stats import paired_test
 from memory_core import MemoryEngine
 from memory_core.config import CacheSpec, EngineSpec
@@ -62,12 +63,12 @@ PLOT = "tiers.png"
 METRICS = ("recall@5", "recall@10")
 
 
-def _variants(base: EngineSpec, tcfg: DictConfig) -> dict[str, EngineSpec]:
+def _variants(base: EngineSpec, tcfg: TiersEvalSpec) -> dict[str, EngineSpec]:
     """The engine settings each variant reads the store with (cache off: part 2 times the
     search tiers themselves)."""
     off = dataclasses.replace(base, cache=CacheSpec(enabled=False),
                               escalate=dataclasses.replace(base.escalate, enabled=False))
-    esc = dataclasses.replace(base.escalate, enabled=True, **dict(to_plain(tcfg.escalate) or {}))
+    esc = dataclasses.replace(base.escalate, enabled=True, **dict(tcfg.escalate))
     always = dataclasses.replace(esc, min_candidates=10**9)
     return {
         "hybrid": off,
@@ -106,7 +107,7 @@ def _evidence_recall(keys: Sequence[str], gold: Sequence[str], ids: IdMap) -> fl
 
 # ---------------------------------------------------------------------------------- part 1
 def cache_stream(store: Path, spec: EngineSpec, embedder: Embedder | None, dataset: Dataset,
-                 ids: IdMap, ccfg: DictConfig, seed: int, progress: bool,
+                 ids: IdMap, ccfg: CacheStreamSpec, seed: int, progress: bool,
                  max_requests: int | None = None) -> dict[str, Any]:
     """Part 1 (module docstring); ``max_requests`` shortens the stream (smoke runs)."""
     rng = random.Random(seed)
@@ -154,7 +155,7 @@ def cache_stream(store: Path, spec: EngineSpec, embedder: Embedder | None, datas
             "latency_ms": {"hit_p50": percentile(hits, 50), "hit_p95": percentile(hits, 95),
                            "miss_p50": percentile(misses, 50),
                            "miss_p95": percentile(misses, 95)},
-            "stream": {k: to_plain(v) for k, v in ccfg.items()}}
+            "stream": dataclasses.asdict(ccfg)}
 
 
 # ---------------------------------------------------------------------------------- part 2+3
@@ -329,11 +330,12 @@ def plot(summary: Mapping[str, Any], path: Path) -> Path:
 def _datasets(cfg: DictConfig) -> tuple[list[Dataset], dict[str, str]]:
     out = [engine_safe(load_dataset(to_plain(cfg.data), cfg.paths.data_dir))]
     skipped: dict[str, str] = {}
-    if cfg.eval.get("limit_queries"):  # smoke run: the primary dataset only
-        return out, {str(k): "smoke run" for k in (cfg.tiers_eval.get("extra") or {})}
-    for name, dcfg in (to_plain(cfg.tiers_eval.get("extra")) or {}).items():
+    extra = experiment_spec(TiersEvalSpec, cfg.tiers_eval).extra
+    if eval_spec(cfg).limit_queries:  # smoke run: the primary dataset only
+        return out, {str(k): "smoke run" for k in extra}
+    for name, dcfg in extra.items():
         try:
-            out.append(engine_safe(load_dataset(dcfg, cfg.paths.data_dir)))
+            out.append(engine_safe(load_dataset(dict(dcfg), cfg.paths.data_dir)))
         except DatasetError as exc:  # not in the data directory: recorded
             skipped[str(name)] = str(exc)
     return out, skipped
@@ -345,13 +347,14 @@ def run_tiers(cfg: DictConfig, run_dir: Path, embedder: Embedder | None = None
     quiet_faiss()
     run_dir.mkdir(parents=True, exist_ok=True)
     t_start = time.perf_counter()
-    tcfg = cfg.tiers_eval
+    tcfg = experiment_spec(TiersEvalSpec, cfg.tiers_eval)
+    ev = eval_spec(cfg)
     seed = int(cfg.seed)
     progress = bool(cfg.progress)
     spec = engine_spec(cfg)
     variants = _variants(spec, tcfg)
     datasets, skipped = _datasets(cfg)
-    limit_q = cfg.eval.get("limit_queries")
+    limit_q = ev.limit_queries
     n_q = int(limit_q) if limit_q else (int(tcfg.max_questions) if tcfg.max_questions else None)
     rows: list[dict[str, Any]] = []
     cache: dict[str, Any] = {}
@@ -368,7 +371,7 @@ def run_tiers(cfg: DictConfig, run_dir: Path, embedder: Embedder | None = None
         if i == 0:
             cache = cache_stream(store, variants["hybrid"], embedder, ds, ids, tcfg.cache, seed,
                                  progress, 10 * int(limit_q) if limit_q else None)
-    summary = summarise(rows, int(cfg.eval.get("n_resamples", 2000)), seed,
+    summary = summarise(rows, ev.n_resamples, seed,
                         variants["escalate"].escalate.min_candidates)
     meta = {**common_meta(cfg, models, datasets),
             "dataset": {"name": "+".join(d.name for d in datasets), "sha256": {

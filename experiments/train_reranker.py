@@ -63,7 +63,7 @@ from omegaconf import DictConfig
 from tqdm.auto import tqdm
 
 from experiments import metrics as M
-from experiments.config import engine_spec, to_plain
+from experiments.config import engine_spec, eval_spec, to_plain
 from experiments.rerank_data import (CONF_DIR, RECIPE_KEYS, MiningSpec, Mined, Recipe, SourceSpec,
                                      SplitSpec, TrainSpec, compose_train_config, family,
                                      load_source, mine, recipe_from_config, recipe_from_mapping,
@@ -397,22 +397,23 @@ def prepare_reranker(cfg: DictConfig, spec: EngineSpec, dataset: Dataset
     """For ``experiments.run``: pick and (once) train the cross-encoder accurate mode needs.
 
     Only when ``accurate`` is in ``eval.modes`` and ``rerank.scorer`` is ``cross_encoder`` (the
-    default stacked scorer ships in the package: nothing is trained). ``eval.reranker_by_dataset`` maps an evaluated
-    benchmark family to the trained model to use instead of ``default`` (LongMemEval ->
-    ``for_longmemeval``, trained without it); ``eval.train_reranker: false`` never trains
+    default stacked scorer ships in the package: nothing is trained).
+    ``eval.reranker_by_dataset`` maps an evaluated benchmark family to the trained model to use
+    instead of ``default`` (LongMemEval -> ``for_longmemeval``, trained without it); ``eval.train_reranker: false`` never trains
     (accurate mode is then unavailable until the model exists).
     """
-    if "accurate" not in list(cfg.eval.modes):
+    ev = eval_spec(cfg)
+    if "accurate" not in ev.modes:
         return spec, {}
     if spec.rerank.scorer == "stacked":  # a packaged model (or rerank.stacked_model): no training
         return spec, {"scorer": "stacked", "stacked_model": spec.rerank.stacked_model}
     info: dict[str, Any] = {"scorer": spec.rerank.scorer, "trained": spec.rerank.trained,
                             "model": spec.rerank.model}
-    choice = (to_plain(cfg.eval.get("reranker_by_dataset")) or {}).get(family(dataset.name))
+    choice = ev.reranker_by_dataset.get(family(dataset.name))
     if spec.rerank.model is None and spec.rerank.trained == "default" and choice:
         spec = dataclasses.replace(spec, rerank=dataclasses.replace(spec.rerank, trained=choice))
         info.update(trained=choice, chosen_by=f"eval.reranker_by_dataset.{family(dataset.name)}")
-    if cfg.eval.get("train_reranker", True):
+    if ev.train_reranker:
         ensure_trained(spec.rerank, data_dir=cfg.paths.data_dir, progress=bool(cfg.progress))
     return spec, info
 
@@ -438,7 +439,7 @@ def reranker_split(engine: MemoryEngine, dataset: Dataset, queries: Sequence[Que
 def main(cfg: DictConfig) -> None:
     """Hydra entry point: train (or keep) the recipe's model and print its card."""
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    scorer = str(cfg.get("scorer", "stacked"))
+    scorer = str(cfg.scorer)  # conf/train_reranker.yaml
     if scorer == "stacked":
         from experiments.train_stacked import (command_line, stacked_recipe_from_mapping,
                                                train_stacked)

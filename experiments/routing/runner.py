@@ -18,7 +18,7 @@ from tqdm.auto import tqdm
 
 from experiments import report, rundir
 from experiments.common import common_meta, engine_safe, quiet_faiss
-from experiments.config import engine_spec, to_plain
+from experiments.config import engine_spec, eval_spec, experiment_spec, to_plain
 from experiments.data.files import DatasetError
 from experiments.data.registry import load_dataset
 from experiments.data.schema import Dataset
@@ -33,6 +33,7 @@ from experiments.routing.report import (
 )
 from experiments.routing.split import RoutingCase, Split, make_cases
 from experiments.scoring import score
+from experiments.specs import RoutingEvalSpec
 from memory_core import MemoryEngine
 from memory_core.config import RoutingSpec
 from memory_core.embed import Embedder
@@ -130,7 +131,7 @@ def _router_for(engine: MemoryEngine, cal: Calibrated, spec: RoutingSpec):
 
 
 def end_to_end(engine: MemoryEngine, ids: IdMap, cases: Sequence[RoutingCase],
-               cal: Calibrated, rows_by_qid: dict[str, dict[str, Any]], rcfg: DictConfig,
+               cal: Calibrated, rows_by_qid: dict[str, dict[str, Any]], rcfg: RoutingEvalSpec,
                limit_queries: int | None, progress: bool,
                addressed: dict[str, float]) -> list[dict[str, Any]]:
     """Routed vs addressed reads of answerable test questions with evidence; fills the rows'
@@ -142,9 +143,9 @@ def end_to_end(engine: MemoryEngine, ids: IdMap, cases: Sequence[RoutingCase],
     todo = [c for c in cases if c.split == "test" and c.answerable and c.query.gold_keys
             and not c.query.metadata.get("abstention") and c.query.gold_space is not None
             and all(k in ids.id_of for k in c.query.gold_keys)]
-    cap = limit_queries or rcfg.get("e2e_max_queries")
+    cap = limit_queries or rcfg.e2e_max_queries
     if cap and len(todo) > int(cap):  # a seeded sample, the same for every router
-        keep = set(random.Random(int(rcfg.get("seed", 0))).sample(range(len(todo)), int(cap)))
+        keep = set(random.Random(int(rcfg.seed)).sample(range(len(todo)), int(cap)))
         todo = [c for i, c in enumerate(todo) if i in keep]
     limit, mode = int(rcfg.limit), str(rcfg.mode)
     trec: list[dict[str, Any]] = []
@@ -169,8 +170,8 @@ def end_to_end(engine: MemoryEngine, ids: IdMap, cases: Sequence[RoutingCase],
     engine.configure_routing(base)
     return trec
 
-def _dataset_cfg(name: str, rcfg: DictConfig) -> dict[str, Any]:
-    options = to_plain(rcfg.get("dataset_options") or {}).get(name) or {}
+def _dataset_cfg(name: str, rcfg: RoutingEvalSpec) -> dict[str, Any]:
+    options = dict(rcfg.dataset_options.get(name) or {})
     return {"name": name, **options}
 
 
@@ -194,7 +195,8 @@ def run_dataset(dataset: Dataset, cfg: DictConfig, run_dir: Path, embedder: Embe
                                       dict[str, Any]]:
     """Split, score, calibrate and evaluate one dataset. Returns (metrics, per-question rows,
     TREC rows, pooling material)."""
-    rcfg = cfg.routing_eval
+    rcfg = experiment_spec(RoutingEvalSpec, cfg.routing_eval)
+    ev = eval_spec(cfg)
     seed = int(cfg.seed)
     max_targets = int(rcfg.max_targets)
     split, cases = make_cases(dataset, seed, float(rcfg.holdout_share), float(rcfg.train_share),
@@ -232,7 +234,7 @@ def run_dataset(dataset: Dataset, cfg: DictConfig, run_dir: Path, embedder: Embe
                 test_rows[c.qid] = row
             if rcfg.e2e:
                 trec += end_to_end(engine, ids, cases, cal, test_rows, rcfg,
-                                   cfg.eval.limit_queries if smoke else None, progress,
+                                   ev.limit_queries if smoke else None, progress,
                                    addressed)
         e2e_s = time.perf_counter() - t0
         models = engine.model_identity()
@@ -249,7 +251,7 @@ def run_dataset(dataset: Dataset, cfg: DictConfig, run_dir: Path, embedder: Embe
         "routers": {n: routing_metrics([r for r in rows if r["router"] == n
                                         and r["split"] == "test"],
                                        int(rcfg.reliability_bins),
-                                       int(cfg.eval.get("n_resamples", 2000)), seed)
+                                       ev.n_resamples, seed)
                     for n in cals},
         "timing_s": {"ingest": round(ingest_s, 3), "route": round(score_s, 3),
                      "e2e": round(e2e_s, 3)},
@@ -260,7 +262,7 @@ def run_dataset(dataset: Dataset, cfg: DictConfig, run_dir: Path, embedder: Embe
 
 
 # ------------------------------------------------------------------------------ pooled
-def pooled_calibration(pools: Mapping[str, Mapping[str, Any]], rcfg: DictConfig, seed: int,
+def pooled_calibration(pools: Mapping[str, Mapping[str, Any]], rcfg: RoutingEvalSpec, seed: int,
                        run_dir: Path, base_spec: RoutingSpec) -> dict[str, Any]:
     """Calibrate on every dataset's training split together (the values a config carries) and
     score that calibration on each test split; writes ``routing_thresholds.yaml``."""
@@ -299,21 +301,22 @@ def pooled_calibration(pools: Mapping[str, Mapping[str, Any]], rcfg: DictConfig,
 
 def _smoke(cfg: DictConfig) -> bool:
     """``eval.limit_queries`` marks a smoke run: the primary dataset only, few reads."""
-    return bool(cfg.eval.get("limit_queries"))
+    return bool(eval_spec(cfg).limit_queries)
 
 
-def _datasets(cfg: DictConfig, names: Sequence[str]) -> tuple[list[Dataset], dict[str, str]]:
+def _datasets(cfg: DictConfig, rcfg: RoutingEvalSpec, names: Sequence[str]
+              ) -> tuple[list[Dataset], dict[str, str]]:
     """The primary ``data`` dataset plus the named real sets present in the data directory."""
     out = [engine_safe(load_dataset(to_plain(cfg.data), cfg.paths.data_dir))]
     skipped: dict[str, str] = {}
     for name in names:
         try:
-            ds = load_dataset(_dataset_cfg(name, cfg.routing_eval), cfg.paths.data_dir)
+            ds = load_dataset(_dataset_cfg(name, rcfg), cfg.paths.data_dir)
         except DatasetError as exc:  # absent from the data directory: recorded in metrics.json
             skipped[name] = str(exc)
             continue
         if name == "longmemeval":
-            ds = _restrict_roles(ds, cfg.routing_eval.get("longmemeval_roles"))
+            ds = _restrict_roles(ds, rcfg.longmemeval_roles)
         out.append(engine_safe(ds))
     return out, skipped
 
@@ -324,11 +327,11 @@ def run_routing(cfg: DictConfig, run_dir: Path, embedder: Embedder | None = None
     quiet_faiss()
     run_dir.mkdir(parents=True, exist_ok=True)
     t_start = time.perf_counter()
-    rcfg = cfg.routing_eval
+    rcfg = experiment_spec(RoutingEvalSpec, cfg.routing_eval)
     smoke = _smoke(cfg)
-    names = [] if smoke else [str(n) for n in (rcfg.get("datasets") or [])]
-    datasets, skipped = _datasets(cfg, names)
-    if smoke and rcfg.get("datasets"):
+    names = [] if smoke else [str(n) for n in rcfg.datasets]
+    datasets, skipped = _datasets(cfg, rcfg, names)
+    if smoke and rcfg.datasets:
         skipped.update({str(n): "smoke run (eval.limit_queries set): primary dataset only"
                         for n in rcfg.datasets})
     all_rows: list[dict[str, Any]] = []
