@@ -42,26 +42,13 @@ Modules: :mod:`~experiments.routing.split` (step 1), :mod:`~experiments.routing.
 experiment lives in :mod:`experiments.expand`.
 """
 
-from experiments.routing.calibration import (
-                                             BASE_ROUTERS,
-                                             ROUTERS,
-                                             Calibrated,
-                                             calibrate,
-                                             calibrate_thresholds,
-                                             fit_temperature,
-                                             learned_scores,
-                                             training_rows,
-                                             with_temperature,
-)
+from experiments.routing.calibration import (BASE_ROUTERS, ROUTERS, Calibrated, calibrate,
+                                             calibrate_thresholds, fit_temperature,
+                                             learned_scores, training_rows, with_temperature)
 from experiments.routing.metrics import reliability, routing_metrics
 from experiments.routing.report import RELIABILITY_PLOT, comparison_table, plot_reliability
-from experiments.routing.runner import (
-                                             PRINCIPAL,
-                                             end_to_end,
-                                             pooled_calibration,
-                                             run_dataset,
-                                             run_routing,
-)
+from experiments.routing.runner import (PRINCIPAL, end_to_end, pooled_calibration, run_dataset,
+                                        run_routing)
 from experiments.routing.split import RoutingCase, Split, gold_spaces, make_cases
 
 __all__ = ["BASE_ROUTERS", "PRINCIPAL", "RELIABILITY_PLOT", "ROUTERS", "Calibrated", "RoutingCase",

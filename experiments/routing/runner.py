@@ -25,26 +25,16 @@ from experiments.data.schema import Dataset
 from experiments.ingest import IdMap, ingest
 from experiments.routing.calibration import BASE_ROUTERS, Calibrated, calibrate
 from experiments.routing.metrics import routing_metrics
-from experiments.routing.report import (
-    RELIABILITY_PLOT,
-    comparison_table,
-    plot_reliability,
-    summary_lines,
-)
+from experiments.routing.report import (RELIABILITY_PLOT, comparison_table, plot_reliability,
+                                         summary_lines)
 from experiments.routing.split import RoutingCase, Split, make_cases
 from experiments.scoring import score
 from experiments.specs import RoutingEvalSpec
 from memory_core import MemoryEngine
 from memory_core.config import RoutingSpec
 from memory_core.embed import Embedder
-from memory_core.routing import (
-    DescriptionRouter,
-    EvidenceRouter,
-    LearnedRouter,
-    RouteDecision,
-    SpaceScore,
-    decide,
-)
+from memory_core.routing import (DescriptionRouter, EvidenceRouter, LearnedRouter, RouteDecision,
+                                 SpaceScore, decide)
 from memory_core.types import frozen_map
 
 log = logging.getLogger(__name__)
