@@ -399,8 +399,9 @@ def prepare_reranker(cfg: DictConfig, spec: EngineSpec, dataset: Dataset
     Only when ``accurate`` is in ``eval.modes`` and ``rerank.scorer`` is ``cross_encoder`` (the
     default stacked scorer ships in the package: nothing is trained).
     ``eval.reranker_by_dataset`` maps an evaluated benchmark family to the trained model to use
-    instead of ``default`` (LongMemEval -> ``for_longmemeval``, trained without it); ``eval.train_reranker: false`` never trains
-    (accurate mode is then unavailable until the model exists).
+    instead of ``default`` (LongMemEval -> ``for_longmemeval``, trained without it);
+    ``eval.train_reranker: false`` never trains (accurate mode is then unavailable until the
+    model exists).
     """
     ev = eval_spec(cfg)
     if "accurate" not in ev.modes:
