@@ -20,6 +20,12 @@ sort the m p-values ascending, ``p_holm(i) = max_{j<=i} min(1, (m - j + 1) * p(j
 Both runs must have scored the same queries on the same dataset (sha256 in ``metrics.json``);
 otherwise it stops with a message saying what differs (``--intersect`` pairs the common
 queries and says how many were left out).
+
+Every paired comparison of the project lives here and goes through one test,
+:func:`paired_frame` (:func:`experiments.stats.paired_test` clustered by conversation):
+:func:`compare` (this command), :func:`paired_comparison` (the dashboard's compare page, one
+metric with per-query wins and losses) and :func:`compare_modes` (``mode_comparison`` in a
+run's ``metrics.json``: accurate vs fast on the same queries).
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -307,6 +314,77 @@ def compare(a: Run, b: Run, *, metrics: Sequence[str] | None = None,
     adjusted = holm([r.p_value for r in rows])
     rows = [Row(**{**asdict(r), "p_holm": p}) for r, p in zip(rows, adjusted, strict=True)]
     return rows, notes
+
+
+# ---------------------------------------------------------------------------------------------
+# Two modes of one run (metrics.json "mode_comparison")
+# ---------------------------------------------------------------------------------------------
+
+def compare_modes(rows: Sequence[Mapping[str, Any]], metric_names: Sequence[str],
+                  groups: Mapping[str, Sequence[str]] | None = None, base: str = "fast",
+                  other: str = "accurate", n_resamples: int = 2000, seed: int = 0
+                  ) -> dict[str, Any]:
+    """``other - base`` on the same queries, per view and kind (plus ``all`` and each named
+    group of kinds): means, the paired difference with its 95% bootstrap CI and a two-sided
+    sign-flip randomization p-value, clustered by conversation (a query without one is its own
+    cluster) (:func:`paired_frame`). ``{}`` unless both modes were run.
+    """
+    modes = {r["mode"] for r in rows}
+    if not {base, other} <= modes:
+        return {}
+    cells: dict[tuple[str, str], dict[str, dict[str, Mapping[str, Any]]]] = defaultdict(
+        lambda: {base: {}, other: {}})
+    named = {name: set(kinds) for name, kinds in (groups or {}).items()}
+    for r in rows:
+        if r["mode"] not in (base, other):
+            continue
+        labels = ["all", r["kind"], *(n for n, ks in named.items() if r["kind"] in ks)]
+        for label in labels:
+            cells[(r["view"], label)][r["mode"]][r["query_id"]] = r
+    out: dict[str, Any] = {"base": base, "other": other, "delta": f"{other} - {base}"}
+    for (view, label), by_mode in sorted(cells.items()):
+        a, b = by_mode[other], by_mode[base]
+        if set(a) != set(b) or not a:
+            continue
+        qids = list(a)
+        clusters = [str(a[q].get("conversation") or q) for q in qids]
+        entry: dict[str, Any] = {"n": len(a)}
+        for name in metric_names:
+            if any(r.get(name) is None for r in (*a.values(), *b.values())):
+                continue
+            frame = pl.DataFrame({"query_id": qids, "conversation": clusters,
+                                  "a": [float(a[q][name]) for q in qids],
+                                  "b": [float(b[q][name]) for q in qids]},
+                                 schema={"query_id": pl.String, "conversation": pl.String,
+                                         "a": pl.Float64, "b": pl.Float64})
+            paired = paired_frame(frame, "a", "b", n_resamples=n_resamples, seed=seed)
+            if paired is None:
+                continue
+            res = paired[0]
+            entry[name] = {base: res.mean_b, other: res.mean_a, "delta": res.delta,
+                           "ci_low": res.ci_low, "ci_high": res.ci_high, "p": res.p_value,
+                           "wins": res.wins, "losses": res.losses}
+        out.setdefault(view, {})[label] = entry
+    return out
+
+
+def print_comparison(comparison: Mapping[str, Any], metric_names: Sequence[str],
+                     title: str) -> None:
+    """A rich table of :func:`compare_modes`: base -> other (delta, p) per view and kind."""
+    if not comparison:
+        return
+    base, other = comparison["base"], comparison["other"]
+    table = Table(title=f"{title}: {base} -> {other} (paired, clustered)")
+    for col in ("view", "kind", "n", *metric_names):
+        table.add_column(col, justify="right" if col in metric_names or col == "n" else "left")
+    for view, kinds in comparison.items():
+        if not isinstance(kinds, Mapping):
+            continue
+        for kind, entry in kinds.items():
+            vals = [f"{entry[m][base]:.3f} -> {entry[m][other]:.3f} ({entry[m]['delta']:+.3f}, "
+                    f"p={entry[m]['p']:.3g})" if m in entry else "-" for m in metric_names]
+            table.add_row(view, kind, str(entry["n"]), *vals)
+    Console(width=max(160, Console().width)).print(table)
 
 
 def render(rows: Sequence[Row], a: Run, b: Run, alpha: float = 0.05) -> Table:

@@ -35,6 +35,7 @@ from tqdm.auto import tqdm
 from experiments import metrics as M
 from experiments import plots, report, reuse, rundir
 from experiments.common import jsonable, platform_info, quiet_faiss
+from experiments.compare import compare_modes, print_comparison
 from experiments.config import engine_spec, eval_spec, to_plain
 from experiments.data.registry import load_dataset
 from experiments.data.schema import Dataset, QueryDef
@@ -42,7 +43,6 @@ from experiments.expand import run_expand
 from experiments.ingest import IdMap, ingest
 from experiments.routing import run_routing
 from experiments.scoring import score
-from experiments.thresholds import compare_modes, print_comparison
 from experiments.tiers import run_tiers
 from experiments.train_reranker import prepare_reranker, reranker_split
 from memory_core import MemoryEngine
