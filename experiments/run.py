@@ -301,7 +301,7 @@ RUNNERS: dict[str, Callable[[DictConfig, Path], dict[str, Any]]] = {
 def run_experiment(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     """The whole run of the config's ``runner`` (:data:`RUNNERS`; default ``retrieval``);
     returns what it wrote to ``metrics.json``."""
-    name = str(cfg.get("runner") or "retrieval")
+    name = str(cfg.runner)
     if name not in RUNNERS:
         raise ValueError(f"unknown runner {name!r}; valid: {', '.join(RUNNERS)}")
     return RUNNERS[name](cfg, run_dir)

@@ -148,3 +148,13 @@ def test_schema_keeps_every_spec_field_and_default():
     assert set(node) == {f.name for f in dataclasses.fields(ChannelsSpec)}
     assert OmegaConf.structured(schema_of(FusionSpec)).weights.temporal == 0.5
     assert OmegaConf.structured(schema_of(RoutingSpec)).max_targets is None
+
+
+def test_every_preset_runner_is_in_the_runners_table(tmp_path):
+    from experiments.run import RUNNERS, run_experiment
+
+    presets = sorted(p.stem for p in (CONF / "experiment").glob("*.yaml"))
+    runners = {str(_compose([f"experiment={p}"]).runner) for p in presets}
+    assert runners == set(RUNNERS)
+    with pytest.raises(ValueError, match="unknown runner 'nope'"):
+        run_experiment(_compose(["runner=nope"]), tmp_path)
