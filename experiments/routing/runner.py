@@ -272,7 +272,7 @@ def pooled_calibration(pools: Mapping[str, Mapping[str, Any]], rcfg: RoutingEval
                            "calibration": {n: c.to_dict() for n, c in cals.items()},
                            "routers": {}}
     lines = ["# Routing thresholds calibrated on the pooled training splits of: "
-             + ", ".join(sorted(pools)), "# (experiments/routing.py; copy into conf/routing/)"]
+             + ", ".join(sorted(pools)), "# (experiments/routing/; copy into conf/routing/)"]
     for name, cal in cals.items():
         spec = cal.spec(base_spec, max_targets)
         lines += [f"{name}:", f"  router: {name}", f"  temperature: {spec.temperature:.6g}",
@@ -338,7 +338,7 @@ def run_routing(cfg: DictConfig, run_dir: Path, embedder: Embedder | None = None
         models = pool["models"]
     routing: dict[str, Any] = {"datasets": per_dataset, "skipped_datasets": skipped,
                                "principal": PRINCIPAL,
-                               "notes": ["Test split only; see experiments/routing.py.",
+                               "notes": ["Test split only; see experiments/routing/.",
                                          "recall@10 counts a returned observation as "
                                          "retrieving its source_ids.",
                                          report.OBSERVATION_NOTE]}
