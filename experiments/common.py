@@ -9,13 +9,17 @@ import logging
 import math
 import platform
 import re
-from collections.abc import Mapping, Sequence
+import time
+from pathlib import Path
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 from omegaconf import DictConfig
 
 from experiments.config import to_plain
+from experiments.data.files import DatasetError
+from experiments.data.registry import load_dataset
 from experiments.data.schema import Dataset
 from experiments.stats import bootstrap_ci
 from memory_core.types import frozen_map
@@ -26,6 +30,32 @@ _SAFE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}$")  # the engine's spac
 def quiet_faiss() -> None:
     """faiss logs which CPU build it loaded at INFO: noise in a run's output."""
     logging.getLogger("faiss.loader").setLevel(logging.WARNING)
+
+
+def start_run(run_dir: Path) -> float:
+    """What every runner does first: quiet faiss, create the run directory; returns the start
+    time (``time.perf_counter()``) for ``timing_s.total``."""
+    quiet_faiss()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    return time.perf_counter()
+
+
+def load_present(data_cfgs: Mapping[str, Mapping[str, Any]], data_dir: str | None,
+                 prepare: Callable[[str, Dataset], Dataset] | None = None
+                 ) -> tuple[list[Dataset], dict[str, str]]:
+    """The named datasets (name -> loader parameters) the data directory holds, each through
+    ``prepare`` (if given) and :func:`engine_safe`; the absent ones with the reason, for
+    ``metrics.json`` (never skipped silently)."""
+    out: list[Dataset] = []
+    skipped: dict[str, str] = {}
+    for name, data_cfg in data_cfgs.items():
+        try:
+            ds = load_dataset(dict(data_cfg), data_dir)
+        except DatasetError as exc:  # absent from the data directory: recorded
+            skipped[str(name)] = str(exc)
+            continue
+        out.append(engine_safe(prepare(str(name), ds) if prepare else ds))
+    return out, skipped
 
 
 def ci_cell(values: Sequence[float], clusters: Sequence[str], n_resamples: int, seed: int

@@ -20,7 +20,7 @@ from rich.table import Table
 from tqdm.auto import tqdm
 
 from experiments import report, rundir
-from experiments.common import ci_cell, common_meta, fmt, percentile, quiet_faiss
+from experiments.common import ci_cell, common_meta, fmt, percentile, start_run
 from experiments.config import engine_spec, eval_spec, experiment_spec, to_plain
 from experiments.data.registry import load_dataset
 from experiments.data.schema import Dataset, QueryDef
@@ -51,9 +51,7 @@ def multi_subject_queries(dataset: Dataset, ids: IdMap) -> list[QueryDef]:
 def run_expand(cfg: DictConfig, run_dir: Path, embedder: Embedder | None = None
                ) -> dict[str, Any]:
     """recall@10 and latency of multi-subject questions with ``expand_query`` off and on."""
-    quiet_faiss()
-    run_dir.mkdir(parents=True, exist_ok=True)
-    t_start = time.perf_counter()
+    t_start = start_run(run_dir)
     ecfg = experiment_spec(ExpandEvalSpec, cfg.expand_eval)
     ev = eval_spec(cfg)
     dataset = load_dataset(to_plain(cfg.data), cfg.paths.data_dir)

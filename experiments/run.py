@@ -34,7 +34,7 @@ from tqdm.auto import tqdm
 
 from experiments import metrics as M
 from experiments import plots, report, reuse, rundir
-from experiments.common import jsonable, platform_info, quiet_faiss
+from experiments.common import jsonable, platform_info, start_run
 from experiments.compare import compare_modes, print_comparison
 from experiments.config import engine_spec, eval_spec, to_plain
 from experiments.data.registry import load_dataset
@@ -210,9 +210,7 @@ def headline_groups(cfg: DictConfig) -> dict[str, list[str]]:
 
 def run_retrieval(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     """The retrieval run (module docstring); returns what it wrote to ``metrics.json``."""
-    quiet_faiss()
-    run_dir.mkdir(parents=True, exist_ok=True)
-    t_start = time.perf_counter()
+    t_start = start_run(run_dir)
     dataset = load_dataset(to_plain(cfg.data), cfg.paths.data_dir)
     spec = engine_spec(cfg)
     ev = eval_spec(cfg)

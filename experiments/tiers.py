@@ -45,9 +45,9 @@ from rich.table import Table
 from tqdm.auto import tqdm
 
 from experiments import report, rundir
-from experiments.common import ci_cell, common_meta, engine_safe, percentile, quiet_faiss
+from experiments.common import (ci_cell, common_meta, engine_safe, load_present, percentile,
+                                start_run)
 from experiments.config import engine_spec, eval_spec, experiment_spec, to_plain
-from experiments.data.files import DatasetError
 from experiments.data.registry import load_dataset
 from experiments.data.schema import Dataset, QueryDef
 from experiments.ingest import IdMap, ingest
@@ -329,24 +329,17 @@ def plot(summary: Mapping[str, Any], path: Path) -> Path:
 
 def _datasets(cfg: DictConfig) -> tuple[list[Dataset], dict[str, str]]:
     out = [engine_safe(load_dataset(to_plain(cfg.data), cfg.paths.data_dir))]
-    skipped: dict[str, str] = {}
     extra = experiment_spec(TiersEvalSpec, cfg.tiers_eval).extra
     if eval_spec(cfg).limit_queries:  # smoke run: the primary dataset only
         return out, {str(k): "smoke run" for k in extra}
-    for name, dcfg in extra.items():
-        try:
-            out.append(engine_safe(load_dataset(dict(dcfg), cfg.paths.data_dir)))
-        except DatasetError as exc:  # not in the data directory: recorded
-            skipped[str(name)] = str(exc)
-    return out, skipped
+    present, skipped = load_present(extra, cfg.paths.data_dir)
+    return [*out, *present], skipped
 
 
 def run_tiers(cfg: DictConfig, run_dir: Path, embedder: Embedder | None = None
               ) -> dict[str, Any]:
     """The tiers experiment (module docstring); returns what it wrote to ``metrics.json``."""
-    quiet_faiss()
-    run_dir.mkdir(parents=True, exist_ok=True)
-    t_start = time.perf_counter()
+    t_start = start_run(run_dir)
     tcfg = experiment_spec(TiersEvalSpec, cfg.tiers_eval)
     ev = eval_spec(cfg)
     seed = int(cfg.seed)

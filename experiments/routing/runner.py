@@ -17,9 +17,8 @@ from rich.console import Console
 from tqdm.auto import tqdm
 
 from experiments import report, rundir
-from experiments.common import common_meta, engine_safe, quiet_faiss
+from experiments.common import common_meta, engine_safe, load_present, start_run
 from experiments.config import engine_spec, eval_spec, experiment_spec, to_plain
-from experiments.data.files import DatasetError
 from experiments.data.registry import load_dataset
 from experiments.data.schema import Dataset
 from experiments.ingest import IdMap, ingest
@@ -297,26 +296,18 @@ def _smoke(cfg: DictConfig) -> bool:
 def _datasets(cfg: DictConfig, rcfg: RoutingEvalSpec, names: Sequence[str]
               ) -> tuple[list[Dataset], dict[str, str]]:
     """The primary ``data`` dataset plus the named real sets present in the data directory."""
-    out = [engine_safe(load_dataset(to_plain(cfg.data), cfg.paths.data_dir))]
-    skipped: dict[str, str] = {}
-    for name in names:
-        try:
-            ds = load_dataset(_dataset_cfg(name, rcfg), cfg.paths.data_dir)
-        except DatasetError as exc:  # absent from the data directory: recorded in metrics.json
-            skipped[name] = str(exc)
-            continue
-        if name == "longmemeval":
-            ds = _restrict_roles(ds, rcfg.longmemeval_roles)
-        out.append(engine_safe(ds))
-    return out, skipped
+    primary = engine_safe(load_dataset(to_plain(cfg.data), cfg.paths.data_dir))
+    extra, skipped = load_present(
+        {name: _dataset_cfg(name, rcfg) for name in names}, cfg.paths.data_dir,
+        lambda name, ds: _restrict_roles(ds, rcfg.longmemeval_roles) if name == "longmemeval"
+        else ds)
+    return [primary, *extra], skipped
 
 
 def run_routing(cfg: DictConfig, run_dir: Path, embedder: Embedder | None = None
                 ) -> dict[str, Any]:
     """The routing experiment (module docstring); returns what it wrote to ``metrics.json``."""
-    quiet_faiss()
-    run_dir.mkdir(parents=True, exist_ok=True)
-    t_start = time.perf_counter()
+    t_start = start_run(run_dir)
     rcfg = experiment_spec(RoutingEvalSpec, cfg.routing_eval)
     smoke = _smoke(cfg)
     names = [] if smoke else [str(n) for n in rcfg.datasets]
