@@ -6,7 +6,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: run test app bench regress serve bench-serve clean-venv
+.PHONY: run test lint app bench regress serve bench-serve clean-venv
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv .venv
@@ -19,6 +19,12 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest $(ARGS)
+
+# ruff over the repository, pyright (basic) over memory_core/; rules and the temporary
+# exclude lists are in pyproject.toml ([tool.ruff], [tool.pyright])
+lint: $(STAMP)
+	.venv/bin/ruff check .
+	.venv/bin/pyright
 
 app: $(STAMP)
 	$(PY) -m streamlit run app.py --browser.gatherUsageStats false $(ARGS)

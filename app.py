@@ -179,13 +179,24 @@ def sidebar() -> tuple[Path | None, MemoryEngine | None, list[readers.RunInfo]]:
             else:
                 st.sidebar.error(f"`{store}` holds no {readers.STORE_FILE}.")
     if engine is not None:
-        st.sidebar.caption(f"store: {engine.store.path}")
+        st.sidebar.caption(f"store: {engine.store_path}")
     return run, engine, runs
 
 
 # ---------------------------------------------------------------------------------------------
 # per-query view
 # ---------------------------------------------------------------------------------------------
+
+def _has_receipt(engine: MemoryEngine, receipt_id: str) -> bool:
+    """Whether the store (or the engine's recent traces) holds ``receipt_id``."""
+    try:
+        engine.get_receipt(receipt_id)
+    except MemoryCoreError as err:
+        if err.status == 404:
+            return False
+        raise
+    return True
+
 
 def view_query(run: Path | None, engine: MemoryEngine | None) -> None:
     st.header("Per-query receipt")
@@ -212,7 +223,7 @@ def view_query(run: Path | None, engine: MemoryEngine | None) -> None:
             labels[r["receipt_id"]] = f"{r['created_at']} · {r['target']} · {query}"
     wanted = st.session_state.get("receipt_id")
     if wanted and wanted not in labels and wanted not in in_run \
-            and engine.store.get_receipt(wanted) is not None:
+            and _has_receipt(engine, wanted):
         labels[wanted] = f"{wanted} (linked)"  # older than the newest receipts listed
     if not labels:
         st.info("No query matches these filters." if in_run else
@@ -223,7 +234,7 @@ def view_query(run: Path | None, engine: MemoryEngine | None) -> None:
     rid = st.selectbox("Query / receipt", list(labels), key="receipt_id",
                        format_func=lambda r: labels[r])
     link_base = {"run": str(run)} if run is not None else {
-        "store": st.session_state.get("store_dir") or str(Path(engine.store.path).parent)}
+        "store": st.session_state.get("store_dir") or str(Path(engine.store_path).parent)}
     row = None
     if run_rows and not every:
         assert pq is not None
@@ -315,20 +326,22 @@ def render_receipt(engine: MemoryEngine, receipt_id: str, gold_keys: list[str] |
             col.metric(name, f"{row[name]:.3f}")
         st.caption(f"gold: {', '.join(gold_keys or []) or '—'} (the `gold` column marks results "
                    "that retrieve a gold key, observations through their sources)")
+    trace = view.receipt.trace
     if view.tier is not None:
-        st.caption(f"tier `{view.tier}`" + (f" (cached from `{view.stages.get('cached_from')}`)"
-                                            if view.stages.get("cached_from") else ""))
+        st.caption(f"tier `{view.tier}`" + (f" (cached from `{trace.cached_from}`)"
+                                            if trace.cached_from else ""))
     with st.expander("Request", expanded=False):
         st.json(req)
 
     if view.searched is not None:
         st.markdown("#### Routing: spaces searched")
         show_table(view.searched)
-    if view.routing is not None:
-        r = view.routing
-        st.caption(f"router `{r.get('router')}` · reason `{r.get('reason')}` · max_targets "
-                   f"{r.get('max_targets')} (from {r.get('max_targets_from', '?')}) · "
-                   f"thresholds {r.get('thresholds')} · eligible {r.get('eligible')}")
+    if trace.routing is not None:
+        r = trace.routing
+        st.caption(f"router `{r.router}` · reason `{r.reason}` · max_targets "
+                   f"{r.max_targets} (from {r.max_targets_from}) · "
+                   f"thresholds {dict(r.thresholds)} · eligible "
+                   f"{None if r.eligible is None else list(r.eligible)}")
         if view.routing_scores is not None and not view.routing_scores.is_empty():
             st.markdown("Every eligible space's score:")
             show_table(view.routing_scores)
@@ -340,11 +353,11 @@ def render_receipt(engine: MemoryEngine, receipt_id: str, gold_keys: list[str] |
 
     if view.table is not None:
         candidate_section(engine, view, link_base)
-    if isinstance(view.stages.get("escalation"), dict):
-        esc = view.stages["escalation"]
-        st.caption(f"escalated ({', '.join(esc.get('triggered_by', []))}): rewritten query "
-                   f"`{esc.get('rewritten_query')}` · new candidates {esc.get('new_candidates')}"
-                   f" · new in results {len(esc.get('new_in_results', []))}")
+    if trace.escalation is not None:
+        esc = trace.escalation
+        st.caption(f"escalated ({', '.join(esc.triggered_by)}): rewritten query "
+                   f"`{esc.rewritten_query}` · new candidates {esc.new_candidates}"
+                   f" · new in results {len(esc.new_in_results or ())}")
 
     with st.expander(f"Rendered block (~{view.token_estimate} tokens)", expanded=False):
         st.code(view.block or "(empty)", language=None)
@@ -706,7 +719,7 @@ def view_playground(engine: MemoryEngine | None) -> None:
     if not spaces:
         st.info("This store has no space.")
         return
-    counts = {sid: engine.store.count_memories(sid) for sid in spaces}
+    counts = {sid: engine.count_memories(sid) for sid in spaces}
     with st.expander(f"Spaces ({len(spaces)}) and their descriptions", expanded=False):
         st.dataframe(pl.DataFrame(
             {"space_id": list(spaces), "description": [s.description for s in spaces.values()],
@@ -803,7 +816,7 @@ def _retrieve(engine: MemoryEngine, body: dict[str, Any]) -> Any:
 
 def _results(engine: MemoryEngine, resp: Any, key: str) -> None:
     """A response's results, content first, with the scale its scores are on (from its trace)."""
-    scale, scorer = final_scale(engine.get_receipt(resp.trace_id).stages)
+    scale, scorer = final_scale(engine.get_receipt(resp.trace_id).trace.rerank)
     st.markdown(f"#### Results ({len(resp.results)})")
     st.caption(f"score = **{scale.value}** ({scorer}): {SCALE_HELP[scale]}")
     table = readers.results_table(resp.results)

@@ -20,6 +20,12 @@ sort the m p-values ascending, ``p_holm(i) = max_{j<=i} min(1, (m - j + 1) * p(j
 Both runs must have scored the same queries on the same dataset (sha256 in ``metrics.json``);
 otherwise it stops with a message saying what differs (``--intersect`` pairs the common
 queries and says how many were left out).
+
+Every paired comparison of the project lives here and goes through one test,
+:func:`paired_frame` (:func:`experiments.stats.paired_test` clustered by conversation):
+:func:`compare` (this command), :func:`paired_comparison` (the dashboard's compare page, one
+metric with per-query wins and losses) and :func:`compare_modes` (``mode_comparison`` in a
+run's ``metrics.json``: accurate vs fast on the same queries).
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -37,8 +44,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from experiments import rundir
 from experiments.report import kind_order
-from experiments.stats import PairedMethod, paired_test
+from experiments.stats import PairedMethod, PairedResult, paired_test
 
 NON_METRIC = frozenset({
     "query_id", "kind", "category", "conversation", "mode", "view", "text", "space_id",
@@ -98,13 +106,11 @@ class Run:
 def load_run(path: str | Path) -> Run:
     """A run directory's ``per_query.parquet`` (polars) and ``metrics.json``."""
     root = Path(path)
-    parquet = root / "per_query.parquet"
-    if not parquet.is_file():
-        raise CompareError(f"{root}: no per_query.parquet (is this a run directory of "
+    frame = rundir.load_per_query(root)
+    if frame is None:
+        raise CompareError(f"{root}: no {rundir.PER_QUERY_FILE} (is this a run directory of "
                            "`python -m experiments.run`?)")
-    meta_path = root / "metrics.json"
-    meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
-    return Run(root, pl.read_parquet(parquet), meta)
+    return Run(root, frame, rundir.load_metrics_if_any(root))
 
 
 def holm(p_values: Sequence[float]) -> list[float]:
@@ -164,6 +170,81 @@ def _side(frame: pl.DataFrame, mode: str, view: str, metrics: Sequence[str]) -> 
     return sub.select([c for c in cols if c in sub.columns])
 
 
+def paired_frame(joined: pl.DataFrame, col_a: str, col_b: str, *,
+                 n_resamples: int = 10_000, seed: int = 0,
+                 method: PairedMethod | str = PairedMethod.RANDOMIZATION
+                 ) -> tuple[PairedResult, pl.DataFrame] | None:
+    """The one paired test of the project's run comparisons: ``col_a`` vs ``col_b`` of a frame
+    holding one row per query (``query_id``), by :func:`experiments.stats.paired_test`,
+    clustered by ``conversation`` when every row has one (questions about one conversation
+    are not independent). Rows where either side is null or NaN are left out; returns the
+    result and the rows compared, or None when no row is left."""
+    pair = joined.filter(pl.col(col_a).is_not_null() & pl.col(col_a).is_not_nan()
+                         & pl.col(col_b).is_not_null() & pl.col(col_b).is_not_nan())
+    if pair.height == 0:
+        return None
+    qids = pair["query_id"].to_list()
+    clusters = None
+    if "conversation" in pair.columns and pair["conversation"].null_count() == 0:
+        clusters = dict(zip(qids, pair["conversation"].to_list(), strict=True))
+    res = paired_test(dict(zip(qids, pair[col_a].to_list(), strict=True)),
+                      dict(zip(qids, pair[col_b].to_list(), strict=True)),
+                      clusters=clusters, n_resamples=n_resamples, seed=seed, method=method)
+    return res, pair
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """A paired per-query comparison of two (run, mode, view) selections on one metric."""
+
+    metric: str
+    result: PairedResult
+    per_query: pl.DataFrame          # query_id, outcome, delta, a, b, ..., receipt_a, receipt_b
+    only_a: int                      # queries only the first selection scored
+    only_b: int
+    no_value: int = 0                # shared queries left out: a side had no value (null / NaN)
+
+
+def paired_comparison(a: pl.DataFrame, b: pl.DataFrame, metric: str,
+                      n_resamples: int = 2000, seed: int = 0) -> Comparison:
+    """Per-query wins / losses of ``a`` over ``b`` on ``metric`` and the paired test
+    (:func:`paired_frame`: randomization, clustered by conversation when the rows carry one).
+    Each frame must hold one row per query (one mode and one view); the dashboard's compare
+    page.
+
+    Queries only one side scored are left out of the test and counted in ``only_a`` /
+    ``only_b``, shared queries without a value on a side in ``no_value`` (never silently).
+    Raises ``ValueError`` when no query is shared or a side has repeated query ids.
+    """
+    for name, df in (("a", a), ("b", b)):
+        if df["query_id"].n_unique() != df.height:
+            raise ValueError(f"selection {name} has repeated query ids: pick one mode and view")
+    cols = [c for c in ("query_id", "kind", "category", "conversation", "text") if c in a.columns]
+    left = a.select([*cols, pl.col(metric).cast(pl.Float64).alias("a"),
+                     pl.col("receipt_id").alias("receipt_a") if "receipt_id" in a.columns
+                     else pl.lit(None, pl.String).alias("receipt_a")])
+    right = b.select(["query_id", pl.col(metric).cast(pl.Float64).alias("b"),
+                      pl.col("receipt_id").alias("receipt_b") if "receipt_id" in b.columns
+                      else pl.lit(None, pl.String).alias("receipt_b")])
+    joined = left.join(right, on="query_id", how="inner")
+    if joined.is_empty():
+        raise ValueError("the two selections share no query id")
+    only_a = a.height - joined.height
+    only_b = b.height - joined.height
+    paired = paired_frame(joined, "a", "b", n_resamples=n_resamples, seed=seed)
+    if paired is None:
+        raise ValueError(f"no shared query has a {metric} value on both sides")
+    result, pair = paired
+    per_query = (pair.with_columns((pl.col("a") - pl.col("b")).alias("delta"))
+                 .with_columns(pl.when(pl.col("delta") > 0).then(pl.lit("win"))
+                               .when(pl.col("delta") < 0).then(pl.lit("loss"))
+                               .otherwise(pl.lit("tie")).alias("outcome"))
+                 .sort(["delta", "query_id"], descending=[True, False]))
+    first = ["query_id", "outcome", "delta", "a", "b"]
+    per_query = per_query.select([*first, *(c for c in per_query.columns if c not in first)])
+    return Comparison(metric, result, per_query, only_a, only_b, joined.height - pair.height)
+
+
 def compare(a: Run, b: Run, *, metrics: Sequence[str] | None = None,
             mode_a: str | None = None, mode_b: str | None = None,
             views: Sequence[str] | None = None, groups: Sequence[str] | None = None,
@@ -214,18 +295,14 @@ def compare(a: Run, b: Run, *, metrics: Sequence[str] | None = None,
             if sub.height == 0:
                 continue
             for metric in common:
-                pair = sub.filter(pl.col(metric).is_not_null() & pl.col(metric).is_not_nan()
-                                  & pl.col(f"{metric}__b").is_not_null()
-                                  & pl.col(f"{metric}__b").is_not_nan())
-                if pair.height == 0:
+                paired = paired_frame(sub, metric, f"{metric}__b", n_resamples=n_resamples,
+                                      seed=seed, method=method)
+                if paired is None:
                     continue
-                qids = pair["query_id"].to_list()
-                convs = pair["conversation"].to_list()
-                res = paired_test(dict(zip(qids, pair[metric].to_list(), strict=True)),
-                                  dict(zip(qids, pair[f"{metric}__b"].to_list(), strict=True)),
-                                  clusters=dict(zip(qids, convs, strict=True)),
-                                  n_resamples=n_resamples, seed=seed, method=method)
-                rows.append(Row(ma, mb, view, group, metric, res.n, len(set(convs)),
+                res, pair = paired
+                n_clusters = pair["conversation"].n_unique() if "conversation" in pair.columns \
+                    else pair.height
+                rows.append(Row(ma, mb, view, group, metric, res.n, n_clusters,
                                 res.mean_a, res.mean_b, res.delta, res.ci_low, res.ci_high,
                                 res.p_value, res.p_value, res.wins, res.losses, res.ties))
     unknown_groups = [g for g in groups or [] if g not in known]
@@ -237,6 +314,77 @@ def compare(a: Run, b: Run, *, metrics: Sequence[str] | None = None,
     adjusted = holm([r.p_value for r in rows])
     rows = [Row(**{**asdict(r), "p_holm": p}) for r, p in zip(rows, adjusted, strict=True)]
     return rows, notes
+
+
+# ---------------------------------------------------------------------------------------------
+# Two modes of one run (metrics.json "mode_comparison")
+# ---------------------------------------------------------------------------------------------
+
+def compare_modes(rows: Sequence[Mapping[str, Any]], metric_names: Sequence[str],
+                  groups: Mapping[str, Sequence[str]] | None = None, base: str = "fast",
+                  other: str = "accurate", n_resamples: int = 2000, seed: int = 0
+                  ) -> dict[str, Any]:
+    """``other - base`` on the same queries, per view and kind (plus ``all`` and each named
+    group of kinds): means, the paired difference with its 95% bootstrap CI and a two-sided
+    sign-flip randomization p-value, clustered by conversation (a query without one is its own
+    cluster) (:func:`paired_frame`). ``{}`` unless both modes were run.
+    """
+    modes = {r["mode"] for r in rows}
+    if not {base, other} <= modes:
+        return {}
+    cells: dict[tuple[str, str], dict[str, dict[str, Mapping[str, Any]]]] = defaultdict(
+        lambda: {base: {}, other: {}})
+    named = {name: set(kinds) for name, kinds in (groups or {}).items()}
+    for r in rows:
+        if r["mode"] not in (base, other):
+            continue
+        labels = ["all", r["kind"], *(n for n, ks in named.items() if r["kind"] in ks)]
+        for label in labels:
+            cells[(r["view"], label)][r["mode"]][r["query_id"]] = r
+    out: dict[str, Any] = {"base": base, "other": other, "delta": f"{other} - {base}"}
+    for (view, label), by_mode in sorted(cells.items()):
+        a, b = by_mode[other], by_mode[base]
+        if set(a) != set(b) or not a:
+            continue
+        qids = list(a)
+        clusters = [str(a[q].get("conversation") or q) for q in qids]
+        entry: dict[str, Any] = {"n": len(a)}
+        for name in metric_names:
+            if any(r.get(name) is None for r in (*a.values(), *b.values())):
+                continue
+            frame = pl.DataFrame({"query_id": qids, "conversation": clusters,
+                                  "a": [float(a[q][name]) for q in qids],
+                                  "b": [float(b[q][name]) for q in qids]},
+                                 schema={"query_id": pl.String, "conversation": pl.String,
+                                         "a": pl.Float64, "b": pl.Float64})
+            paired = paired_frame(frame, "a", "b", n_resamples=n_resamples, seed=seed)
+            if paired is None:
+                continue
+            res = paired[0]
+            entry[name] = {base: res.mean_b, other: res.mean_a, "delta": res.delta,
+                           "ci_low": res.ci_low, "ci_high": res.ci_high, "p": res.p_value,
+                           "wins": res.wins, "losses": res.losses}
+        out.setdefault(view, {})[label] = entry
+    return out
+
+
+def print_comparison(comparison: Mapping[str, Any], metric_names: Sequence[str],
+                     title: str) -> None:
+    """A rich table of :func:`compare_modes`: base -> other (delta, p) per view and kind."""
+    if not comparison:
+        return
+    base, other = comparison["base"], comparison["other"]
+    table = Table(title=f"{title}: {base} -> {other} (paired, clustered)")
+    for col in ("view", "kind", "n", *metric_names):
+        table.add_column(col, justify="right" if col in metric_names or col == "n" else "left")
+    for view, kinds in comparison.items():
+        if not isinstance(kinds, Mapping):
+            continue
+        for kind, entry in kinds.items():
+            vals = [f"{entry[m][base]:.3f} -> {entry[m][other]:.3f} ({entry[m]['delta']:+.3f}, "
+                    f"p={entry[m]['p']:.3g})" if m in entry else "-" for m in metric_names]
+            table.add_row(view, kind, str(entry["n"]), *vals)
+    Console(width=max(160, Console().width)).print(table)
 
 
 def render(rows: Sequence[Row], a: Run, b: Run, alpha: float = 0.05) -> Table:

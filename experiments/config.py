@@ -1,14 +1,46 @@
-"""Turn a composed Hydra config into the engine's frozen specs (strict: unknown keys fail)."""
+"""One source of defaults: the frozen specs, registered as Hydra structured configs.
+
+The engine's specs (:mod:`memory_core.config`) and the experiments' own blocks
+(:mod:`experiments.specs`) hold every default. :func:`register_configs` stores each as a Hydra
+structured config (``ConfigStore``), so ``conf/<group>/*.yaml`` lists only what a preset
+changes: each group option starts from ``defaults: [base_<group>, _self_]``. A misspelled key
+or a wrong type fails when the config is composed, and the composed config shows every
+setting (``metrics.json`` records it).
+
+Then :func:`engine_spec` turns the composed config into the engine's frozen
+:class:`~memory_core.config.EngineSpec` (strict again: unknown keys fail), and
+:func:`experiment_spec` turns an experiment block (``eval``, ``routing_eval``, ...) into its
+typed spec.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
+import types
+import typing
+from collections.abc import Mapping
+from typing import Any, TypeVar
 
 from omegaconf import DictConfig, OmegaConf
 
-from memory_core.config import EngineSpec, spec_from_mapping
+from experiments.specs import BLOCK_SPECS, EvalSpec
+from memory_core.config import (ChannelsSpec, ContextSpec, DedupSpec, EmbedSpec, EngineSpec,
+                                 FusionSpec, RerankSpec, RoutingSpec, spec_from_mapping)
 
 ENGINE_GROUPS = ("embed", "channels", "fusion", "dedup", "context")
+
+# config group -> the spec whose defaults its options start from (``base_<group>``)
+GROUP_SPECS: dict[str, type] = {
+    "embed": EmbedSpec,
+    "channels": ChannelsSpec,
+    "fusion": FusionSpec,
+    "dedup": DedupSpec,
+    "context": ContextSpec,
+    "rerank": RerankSpec,
+    "routing": RoutingSpec,
+}
+
+S = TypeVar("S")
 
 
 def to_plain(cfg: DictConfig | Any) -> Any:
@@ -22,3 +54,142 @@ def engine_spec(cfg: DictConfig) -> EngineSpec:
         if group in cfg:
             values[group] = to_plain(cfg[group])
     return spec_from_mapping(EngineSpec, values)
+
+
+def experiment_spec(cls: type[S], block: DictConfig | Mapping[str, Any] | None) -> S:
+    """The typed spec of an experiment block (``cfg.eval``, ``cfg.routing_eval``, ...): lists
+    become tuples where the spec says so; unknown keys fail."""
+    values = to_plain(block) or {}
+    return spec_from_mapping(cls, _tuples_for(cls, values))
+
+
+def eval_spec(cfg: DictConfig) -> EvalSpec:
+    """The run's ``eval`` block, typed (:class:`experiments.specs.EvalSpec`)."""
+    return experiment_spec(EvalSpec, cfg.eval)
+
+
+def _tuples_for(cls: type, values: Mapping[str, Any]) -> dict[str, Any]:
+    hints = typing.get_type_hints(cls)
+    out = dict(values)
+    for name, value in values.items():
+        if isinstance(value, list) and _is_tuple(hints.get(name)):
+            out[name] = tuple(value)
+    return out
+
+
+def _is_tuple(hint: Any) -> bool:
+    if typing.get_origin(hint) is tuple:
+        return True
+    return any(typing.get_origin(a) is tuple for a in typing.get_args(hint))
+
+
+# ---------------------------------------------------------------------------------------------
+# Structured configs
+# ---------------------------------------------------------------------------------------------
+
+def _schema_hint(hint: Any, schemas: dict[type, type]) -> Any:
+    """The annotation OmegaConf validates against: ``Mapping[K, V]`` becomes ``dict[K, V]``,
+    ``tuple[X, ...]`` ``list[X]``; a nested spec becomes its schema; ``X | None`` stays
+    optional, except an optional mapping (untyped: a ``null`` default must take a mapping)."""
+    if dataclasses.is_dataclass(hint):
+        return schema_of(hint, schemas)
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if origin in (Mapping, typing.Mapping, dict):  # type: ignore[comparison-overlap]
+        if not args:
+            return dict
+        return dict[args[0], _schema_hint(args[1], schemas)]  # type: ignore[misc]
+    if origin is tuple:  # OmegaConf keeps sequences as lists (tuples inside a dict it rejects)
+        members = {a for a in args if a is not Ellipsis}
+        return list[_schema_hint(members.pop(), schemas)] if len(members) == 1 else list[Any]
+    if origin in (types.UnionType, typing.Union):
+        if any(typing.get_origin(a) in (Mapping, typing.Mapping, dict) for a in args):
+            return Any  # OmegaConf cannot merge a mapping into a typed ``None`` (null -> dict)
+        members = [_schema_hint(a, schemas) for a in args]
+        return typing.Optional[members[0]] if len(members) == 2 and type(None) in args \
+            else Any
+    return hint
+
+
+def _schema_default(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _schema_default(v) for k, v in value.items()}
+    if isinstance(value, tuple | list):
+        return [_schema_default(v) for v in value]
+    return value
+
+
+def schema_of(spec: type, schemas: dict[type, type] | None = None,
+              from_groups: frozenset[str] = frozenset()) -> type:
+    """A mutable dataclass with the spec's fields, annotations OmegaConf understands and the
+    spec's own defaults: the node registered in the ``ConfigStore`` (the spec itself is frozen,
+    which would make Hydra's node read-only, and may use annotations OmegaConf lacks).
+    ``from_groups``: fields a config group fills (``engine.rerank: ${rerank}``): untyped here,
+    since the group's own node is typed, and an interpolation cannot merge into a typed node."""
+    schemas = {} if schemas is None else schemas
+    if spec in schemas and not from_groups:
+        return schemas[spec]
+    hints = typing.get_type_hints(spec)
+    defaults = spec()
+    fields = []
+    for f in dataclasses.fields(spec):
+        if f.name in from_groups:
+            fields.append((f.name, Any, dataclasses.field(default=None)))
+            continue
+        hint = _schema_hint(hints[f.name], schemas)
+        value = getattr(defaults, f.name)
+        if dataclasses.is_dataclass(value):
+            default = dataclasses.field(default_factory=schema_of(type(value), schemas))
+        elif isinstance(value, Mapping | list | tuple):
+            default = dataclasses.field(
+                default_factory=lambda v=_schema_default(value): _copy(v))
+        else:
+            default = dataclasses.field(default=value)
+        fields.append((f.name, hint, default))
+    schema = dataclasses.make_dataclass(f"{spec.__name__}Schema", fields)
+    schema.__doc__ = f"Structured-config schema of {spec.__module__}.{spec.__name__}."
+    if not from_groups:
+        schemas[spec] = schema
+    return schema
+
+
+def _copy(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copy(v) for v in value]
+    return value
+
+
+_REGISTERED = False
+
+
+def register_configs() -> None:
+    """Store every spec's defaults in Hydra's ``ConfigStore`` (idempotent):
+
+    - ``<group>/base_<group>`` for each stage group of :data:`GROUP_SPECS` (the options in
+      ``conf/<group>/`` start from it);
+    - ``engine/base_engine``: the whole :class:`~memory_core.config.EngineSpec` (the ``engine``
+      block of ``conf/config.yaml`` starts from it, so ``tags``, ``redact``, ``write``,
+      ``cache``, ``escalate``, ``context_hits``, ``trace`` and ``limits`` are in the composed
+      config with their defaults);
+    - ``eval/base_eval`` and ``schema/<block>`` for the experiment blocks
+      (:data:`experiments.specs.BLOCK_SPECS`).
+    """
+    global _REGISTERED
+    if _REGISTERED:
+        return
+    from hydra.core.config_store import ConfigStore
+
+    cs = ConfigStore.instance()
+    for group, spec in GROUP_SPECS.items():
+        cs.store(group=group, name=f"base_{group}", node=schema_of(spec))
+    cs.store(group="engine", name="base_engine",
+             node=schema_of(EngineSpec, from_groups=frozenset(GROUP_SPECS)))
+    cs.store(group="eval", name="base_eval", node=schema_of(EvalSpec))
+    for block, spec in BLOCK_SPECS.items():
+        cs.store(group="schema", name=block, node=schema_of(spec))
+    _REGISTERED = True
+
+
+register_configs()

@@ -154,10 +154,12 @@ def data_available(needs: str | None) -> str | None:
 def queries_fingerprint(run_dir: Path) -> str:
     """sha256 over the scored queries (id, text, gold keys) of a run's ``per_query.parquet``:
     catches a changed dataset even when it is generated (the synthetic world has no file)."""
-    import polars as pl
+    from experiments import rundir
 
-    frame = pl.read_parquet(run_dir / "per_query.parquet", columns=["query_id", "text",
-                                                                     "gold_keys"])
+    frame = rundir.load_per_query(run_dir, columns=["query_id", "text", "gold_keys"])
+    if frame is None:
+        raise FileNotFoundError(f"{run_dir}: no {rundir.PER_QUERY_FILE} (the preset scored no "
+                                "query)")
     digest = hashlib.sha256()
     for qid, text, gold in sorted(set(
             (q, t, tuple(g)) for q, t, g in frame.iter_rows())):

@@ -33,17 +33,17 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import shutil
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from experiments import rundir
 from experiments.data.schema import Dataset
 from experiments.ingest import IdMap
 from memory_core.config import EngineSpec
 
-MANIFEST = "ingest.json"
-STORE = "store"
+MANIFEST = rundir.INGEST_FILE
+STORE = rundir.STORE_DIR
 READ_TIME = frozenset({"channels", "fusion", "rerank", "context", "tags", "routing",
                        "default_mode", "default_limit", "max_limit", "cache", "escalate",
                        "context_hits", "trace", "default_channels"})
@@ -91,11 +91,9 @@ def _plain(value: Any) -> Any:
 
 def save(run_dir: Path, ids: IdMap, print_: Mapping[str, Any]) -> Path:
     """Write ``ingest.json`` (fingerprint + id mapping) beside the run's store."""
-    path = run_dir / MANIFEST
-    path.write_text(json.dumps({"fingerprint": dict(print_), "ids": {
+    return rundir.write_ingest(run_dir, {"fingerprint": dict(print_), "ids": {
         "key_of": ids.key_of, "sources": {k: list(v) for k, v in ids.sources.items()},
-        "session_of": ids.session_of}}))
-    return path
+        "session_of": ids.session_of}})
 
 
 def _diff(a: Mapping[str, Any], b: Mapping[str, Any], prefix: str = "") -> list[str]:
@@ -111,11 +109,11 @@ def _diff(a: Mapping[str, Any], b: Mapping[str, Any], prefix: str = "") -> list[
 
 def _manifest(source: str | Path) -> tuple[Path, dict[str, Any]]:
     src = Path(source).expanduser()
-    manifest = src / MANIFEST
-    if not manifest.is_file() or not (src / STORE).is_dir():
+    body = rundir.load_ingest(src)
+    if body is None:
         raise ReuseError(f"{src} has no {STORE}/ and {MANIFEST}: give the directory of a "
                          "finished `python -m experiments.run` run")
-    return src, json.loads(manifest.read_text())
+    return src, body
 
 
 def provenance(source: str | Path, print_: Mapping[str, Any]) -> dict[str, Any]:
@@ -150,9 +148,9 @@ def restore(source: str | Path, run_dir: Path, print_: Mapping[str, Any],
                 "eval.reuse_allow_code_change=true if this variant reads nothing the write "
                 "path changed)" if any(d.startswith(CODE_KEY) for d in differences) else "")
         raise ReuseError(f"the store of {src} was built differently: {shown}{hint}")
-    if (run_dir / STORE).exists():
+    if rundir.store_dir(run_dir).exists():
         raise ReuseError(f"{run_dir / STORE} exists already; reuse needs a fresh run directory")
-    shutil.copytree(src / STORE, run_dir / STORE)
+    rundir.copy_store(src, run_dir)
     raw = body["ids"]
     key_of = {str(k): str(v) for k, v in raw["key_of"].items()}
     return IdMap(key_of=key_of, id_of={v: k for k, v in key_of.items()},

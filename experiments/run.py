@@ -20,28 +20,30 @@ ID-based context recall/precision (:mod:`experiments.ragas_metrics`).
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
-import platform
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import hydra
-import polars as pl
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 from tqdm.auto import tqdm
 
 from experiments import metrics as M
-from experiments import plots, report, reuse
-from experiments.config import engine_spec, to_plain
+from experiments import plots, report, reuse, rundir
+from experiments.common import jsonable, platform_info, start_run
+from experiments.compare import compare_modes, print_comparison
+from experiments.config import engine_spec, eval_spec, to_plain
 from experiments.data.registry import load_dataset
 from experiments.data.schema import Dataset, QueryDef
+from experiments.expand import run_expand
 from experiments.ingest import IdMap, ingest
+from experiments.routing import run_routing
 from experiments.scoring import score
-from experiments.thresholds import compare_modes, print_comparison
+from experiments.tiers import run_tiers
 from experiments.train_reranker import prepare_reranker, reranker_split
 from memory_core import MemoryEngine
 
@@ -92,17 +94,17 @@ def scorable(dataset: Dataset, ids: IdMap) -> tuple[list[QueryDef], Counter[str]
 
 def session_names(cfg: DictConfig) -> list[str]:
     """Column names of the session-level metrics: ``session_<metric>``."""
-    return [f"session_{m}" for m in (cfg.eval.get("session_metrics") or [])]
+    return [f"session_{m}" for m in eval_spec(cfg).session_metrics]
 
 
 def retrieve_limit(cfg: DictConfig, max_limit: int) -> int:
     """How many memories each query asks for: ``eval.limit``, else the deepest cut-off any
     metric needs (capped at the engine's ``max_limit``)."""
-    if cfg.eval.get("limit"):
-        return min(int(cfg.eval.limit), max_limit)
-    ks = list(cfg.eval.ks) + [k for m in [*cfg.eval.metrics, *(cfg.eval.get("session_metrics")
-                                                             or [])]
-                              if (k := M.parse_metric(m).k) is not None]
+    ev = eval_spec(cfg)
+    if ev.limit:
+        return min(int(ev.limit), max_limit)
+    ks = list(ev.ks) + [k for m in [*ev.metrics, *ev.session_metrics]
+                        if (k := M.parse_metric(m).k) is not None]
     return min(max(ks), max_limit)
 
 
@@ -113,17 +115,18 @@ def usable_modes(engine: MemoryEngine, cfg: DictConfig) -> tuple[list[str], dict
     preset sets it, so ``[fast, accurate]`` runs before the cross-encoder exists); a skipped
     mode is written into ``metrics.json``, never dropped silently.
     """
+    ev = eval_spec(cfg)
     available = {m.value for m in engine.available_modes}
-    modes = [m for m in cfg.eval.modes if m in available]
+    modes = [m for m in ev.modes if m in available]
     why = {"accurate": f": {engine.rerank_unavailable}" if engine.rerank_unavailable else ""}
     skipped = {m: f"mode {m!r} is not available in this engine (available: "
                   f"{', '.join(sorted(available))}){why.get(m, '')}"
-               for m in cfg.eval.modes if m not in available}
-    if skipped and not cfg.eval.get("skip_unavailable_modes", False):
+               for m in ev.modes if m not in available}
+    if skipped and not ev.skip_unavailable_modes:
         raise ValueError("; ".join(skipped.values()) + " (set eval.skip_unavailable_modes=true "
                          "to skip it and record the skip)")
     if not modes:
-        raise ValueError(f"none of eval.modes {list(cfg.eval.modes)} is available")
+        raise ValueError(f"none of eval.modes {list(ev.modes)} is available")
     return modes, skipped
 
 
@@ -143,30 +146,31 @@ def session_scores(keys: list[str], q: QueryDef, ids: IdMap,
 def evaluate(engine: MemoryEngine, queries: list[QueryDef], ids: IdMap, cfg: DictConfig,
              has_observations: bool, modes: list[str] | None = None) -> list[dict[str, Any]]:
     """Ask every query in every configured mode and view; one row per (query, mode, view)."""
-    metric_names = list(cfg.eval.metrics)
-    sessions = [str(m) for m in (cfg.eval.get("session_metrics") or [])]
+    ev = eval_spec(cfg)
+    metric_names = list(ev.metrics)
+    sessions = [str(m) for m in ev.session_metrics]
     limit = retrieve_limit(cfg, engine.spec.max_limit)
     ragas = None
-    if cfg.eval.get("ragas"):
+    if ev.ragas:
         from experiments.ragas_metrics import RagasIdScorer
 
-        ragas = RagasIdScorer(k=int(cfg.eval.get("ragas_k") or max(cfg.eval.ks)))
-    views = [v for v in VIEWS if v == "with_observations" or (cfg.eval.raw_turns and has_observations)]
-    pool_ks = [int(k) for k in (cfg.eval.get("pool_ks") or [])]
+        ragas = RagasIdScorer(k=ev.ragas_cutoff)
+    views = [v for v in VIEWS if v == "with_observations" or (ev.raw_turns and has_observations)]
+    pool_ks = [int(k) for k in ev.pool_ks]
     shallow = [k for k in pool_ks if k > engine.spec.trace.depth]
     if shallow:  # run_experiment deepens the traces; a direct caller's engine may not have
         log.warning("pool_recall@%s not scored: the engine's traces keep %d candidates "
                     "(engine.trace.depth)", shallow, engine.spec.trace.depth)
         pool_ks = [k for k in pool_ks if k not in shallow]
     rows: list[dict[str, Any]] = []
-    for mode in (modes if modes is not None else list(cfg.eval.modes)):
+    for mode in (modes if modes is not None else list(ev.modes)):
         for view in views:
             for q in tqdm(queries, desc=f"{mode}/{view}", unit="q", disable=not cfg.progress):
                 t0 = time.perf_counter()
                 when = ({"query_timestamp": q.query_timestamp}
-                        if cfg.eval.get("query_timestamp") and q.query_timestamp else {})
+                        if ev.query_timestamp and q.query_timestamp else {})
                 resp = engine.retrieve(query=q.text, space_id=q.gold_space, limit=limit,
-                                       mode=mode, receipt=bool(cfg.eval.receipts), **VIEWS[view],
+                                       mode=mode, receipt=ev.receipts, **VIEWS[view],
                                        **when)
                 latency = (time.perf_counter() - t0) * 1000
                 keys = ids.keys(r.memory_id for r in resp.results)
@@ -189,54 +193,45 @@ def evaluate(engine: MemoryEngine, queries: list[QueryDef], ids: IdMap, cfg: Dic
 
 def reported_metrics(cfg: DictConfig) -> list[str]:
     """Every per-query metric column the summary aggregates, in report order."""
-    names = [*cfg.eval.metrics, *[f"pool_recall@{k}" for k in (cfg.eval.get("pool_ks") or [])],
-             *session_names(cfg)]
-    if cfg.eval.get("ragas"):
+    ev = eval_spec(cfg)
+    names = [*ev.metrics, *[f"pool_recall@{k}" for k in ev.pool_ks], *session_names(cfg)]
+    if ev.ragas:
         from experiments.ragas_metrics import column_names
 
-        names += column_names(int(cfg.eval.get("ragas_k") or max(cfg.eval.ks)))
+        names += column_names(ev.ragas_cutoff)
     return [str(n) for n in names]
 
 
 def headline_groups(cfg: DictConfig) -> dict[str, list[str]]:
     """Named groups of query kinds reported first (``eval.headline``: name -> kinds)."""
     return {str(k): [str(v) for v in kinds]
-            for k, kinds in (to_plain(cfg.eval.get("headline")) or {}).items()}
+            for k, kinds in (eval_spec(cfg).headline or {}).items()}
 
 
-def run_experiment(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
-    """The whole run; returns what it wrote to ``metrics.json``."""
-    if cfg.get("runner", "retrieval") == "tiers":  # experiment=tiers
-        from experiments.tiers import run_tiers
-
-        return run_tiers(cfg, run_dir)
-    if cfg.get("runner", "retrieval") != "retrieval":  # experiment=routing / expand
-        from experiments.routing import RUNNERS
-
-        return RUNNERS[str(cfg.runner)](cfg, run_dir)
-    logging.getLogger("faiss.loader").setLevel(logging.WARNING)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    t_start = time.perf_counter()
+def run_retrieval(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
+    """The retrieval run (module docstring); returns what it wrote to ``metrics.json``."""
+    t_start = start_run(run_dir)
     dataset = load_dataset(to_plain(cfg.data), cfg.paths.data_dir)
     spec = engine_spec(cfg)
-    pool_ks = [int(k) for k in (cfg.eval.get("pool_ks") or [])]
+    ev = eval_spec(cfg)
+    pool_ks = [int(k) for k in ev.pool_ks]
     if pool_ks and max(pool_ks) > spec.trace.depth:  # the traces must hold the deepest pool cut
         spec = dataclasses.replace(spec, trace=dataclasses.replace(spec.trace,
                                                                    depth=max(pool_ks)))
     spec, reranker_info = prepare_reranker(cfg, spec, dataset)  # trains it once if missing
     store_print = reuse.fingerprint(dataset, to_plain(cfg.data), spec)
-    reused = cfg.eval.get("reuse_store")
+    reused = ev.reuse_store
     t0 = time.perf_counter()
-    ids = reuse.restore(reused, run_dir, store_print, bool(cfg.eval.get(
-        "reuse_allow_code_change"))) if reused else None  # eval.reuse_store
+    ids = reuse.restore(reused, run_dir, store_print, ev.reuse_allow_code_change
+                        ) if reused else None  # eval.reuse_store
     with MemoryEngine.open(run_dir / "store", spec) as engine:
         if ids is None:
             ids = ingest(engine, dataset, progress=bool(cfg.progress))
         ingest_s = time.perf_counter() - t0
         reuse.save(run_dir, ids, store_print)
         queries, skipped = scorable(dataset, ids)
-        if cfg.eval.limit_queries:
-            queries = queries[: int(cfg.eval.limit_queries)]
+        if ev.limit_queries:
+            queries = queries[: int(ev.limit_queries)]
         has_obs = any(m.memory_type == "observation" for m in dataset.memories)
         modes, modes_skipped = usable_modes(engine, cfg)
         reranker_info.update(reranker_split(engine, dataset, queries, modes))  # no leakage
@@ -247,12 +242,12 @@ def run_experiment(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
 
     metric_names = reported_metrics(cfg)
     headline = headline_groups(cfg)
-    summary = report.aggregate(rows, metric_names, n_resamples=int(cfg.eval.get("n_resamples", 2000)),
+    summary = report.aggregate(rows, metric_names, n_resamples=ev.n_resamples,
                                seed=int(cfg.seed), groups=headline)
     meta: dict[str, Any] = {
         "task_name": cfg.task_name,
         "dataset": {"name": dataset.name, "sha256": dict(dataset.source_sha256),
-                    "info": _jsonable(dict(dataset.info))},
+                    "info": jsonable(dict(dataset.info))},
         "config": to_plain(cfg),
         "models": models,
         "denominators": {"queries": len(dataset.queries), "scored": len(queries),
@@ -264,35 +259,50 @@ def run_experiment(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
         "reused_store": reuse.provenance(reused, store_print) if reused else None,
         "reranker": reranker_info,
         "mode_comparison": compare_modes(rows, [m for m in metric_names if "recall" in m],
-                                         headline, n_resamples=int(cfg.eval.get(
-                                             "n_resamples", 2000)), seed=int(cfg.seed)),
+                                         headline, n_resamples=ev.n_resamples,
+                                         seed=int(cfg.seed)),
         "retrieve_limit": retrieve_limit(cfg, spec.max_limit),
         "timing_s": {"ingest": round(ingest_s, 3), "evaluate": round(eval_s, 3),
                      "total": round(time.perf_counter() - t_start, 3)},
-        "platform": {"python": platform.python_version(), "machine": platform.machine()},
+        "platform": platform_info(),
         "metrics": summary,
     }
-    (run_dir / "metrics.json").write_text(json.dumps(meta, indent=2, default=str))
+    rundir.write_metrics(run_dir, meta)
     if rows:
-        pl.DataFrame(rows).write_parquet(run_dir / "per_query.parquet")
+        rundir.write_per_query(run_dir, rows)
         meta["trec_files"] = report.write_trec(run_dir, rows)
-        if cfg.eval.get("plots", True):
+        if ev.plots:
             meta["plots"] = plots.write_plots(run_dir, rows, summary, metric_names,
                                               groups=headline)
-        if cfg.get("thresholds"):  # conf/experiment/thresholds.yaml
+        if "thresholds" in cfg:  # conf/experiment/thresholds.yaml
             from experiments.thresholds import analyse
 
             meta["thresholds"] = analyse(rows, ids.sources, to_plain(cfg.thresholds), run_dir)
-        (run_dir / "metrics.json").write_text(json.dumps(meta, indent=2, default=str))
-    (run_dir / "summary.md").write_text(report.summary_markdown(meta, summary, metric_names))
+        rundir.write_metrics(run_dir, meta)
+    rundir.write_summary(run_dir, report.summary_markdown(meta, summary, metric_names))
     report.print_table(summary, metric_names, f"{cfg.task_name} on {dataset.name} -> {run_dir}")
     print_comparison(meta["mode_comparison"], [m for m in metric_names if "recall" in m],
                      f"{cfg.task_name} on {dataset.name}")
     return meta
 
 
-def _jsonable(value: Any) -> Any:
-    return json.loads(json.dumps(value, default=str))
+# ``runner:`` in a preset (conf/experiment/*.yaml) -> the function that runs it; each takes the
+# composed config and the run directory and returns what it wrote to ``metrics.json``
+RUNNERS: dict[str, Callable[[DictConfig, Path], dict[str, Any]]] = {
+    "retrieval": run_retrieval,   # the default: ask every question in every mode, score it
+    "routing": run_routing,       # experiment=routing (experiments/routing/)
+    "expand": run_expand,         # experiment=expand (experiments/expand.py)
+    "tiers": run_tiers,           # experiment=tiers (experiments/tiers.py)
+}
+
+
+def run_experiment(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
+    """The whole run of the config's ``runner`` (:data:`RUNNERS`; default ``retrieval``);
+    returns what it wrote to ``metrics.json``."""
+    name = str(cfg.runner)
+    if name not in RUNNERS:
+        raise ValueError(f"unknown runner {name!r}; valid: {', '.join(RUNNERS)}")
+    return RUNNERS[name](cfg, run_dir)
 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")

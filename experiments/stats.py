@@ -11,6 +11,8 @@ each query) and then resample or sign-flip whole clusters instead of single quer
   sign-flipping randomization test (Smucker, Allan & Carterette, "A comparison of
   statistical significance tests for information retrieval evaluation", CIKM 2007), or a
   bootstrap test, plus a bootstrap CI of the mean difference.
+- :func:`calibration` — reliability bins and the expected calibration error of confidences
+  (the one ECE of the project: routers, the stacked model, the dashboard).
 
 All randomness comes from ``np.random.default_rng(seed)``: the same inputs and seed give the
 same numbers. Resamples are drawn in chunks so memory stays bounded for large inputs.
@@ -30,7 +32,8 @@ from typing import NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["CI", "PairedMethod", "PairedResult", "bootstrap_ci", "paired_test"]
+__all__ = ["CI", "Calibration", "CalibrationBin", "PairedMethod", "PairedResult", "bootstrap_ci",
+           "calibration", "paired_test"]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.intp]
@@ -284,3 +287,61 @@ def paired_test(
         losses=int(np.count_nonzero(diffs < 0)),
         ties=int(np.count_nonzero(diffs == 0)),
     )
+
+
+# --------------------------------------------------------------------------------------------
+# Calibration
+# --------------------------------------------------------------------------------------------
+
+
+class CalibrationBin(NamedTuple):
+    """One non-empty reliability bin ``[low, high)`` (1.0 falls in the last bin)."""
+
+    index: int
+    low: float
+    high: float
+    n: int
+    confidence: float  # mean confidence of its members
+    accuracy: float    # share of its members that were correct
+
+
+class Calibration(NamedTuple):
+    """Expected calibration error and the non-empty bins it was computed from."""
+
+    ece: float
+    bins: list[CalibrationBin]
+
+
+def calibration(confidence: npt.ArrayLike, correct: npt.ArrayLike, bins: int = 10
+                ) -> Calibration:
+    """Reliability bins and the expected calibration error over ``bins`` equal-width bins:
+    ``ECE = sum_b (n_b / N) |acc_b - conf_b|`` over the non-empty bins (Naeini, Cooper &
+    Hauskrecht, AAAI 2015; Guo et al., "On Calibration of Modern Neural Networks", ICML 2017).
+
+    A confidence ``c`` in [0, 1] falls in bin ``min(floor(c * bins), bins - 1)``; ``correct``
+    is a truth value (or 0/1 label) per confidence. No confidence: ECE is NaN, no bins.
+
+    Example:
+        >>> cal = calibration([0.9, 0.9, 0.2, 0.2], [True, False, False, False], 10)
+        >>> round(cal.ece, 3), [(b.index, b.n) for b in cal.bins]
+        (0.3, [(2, 2), (9, 2)])
+    """
+    conf = np.asarray(confidence, dtype=float)
+    hit = np.asarray(correct, dtype=float)
+    if conf.shape != hit.shape:
+        raise ValueError(f"{conf.size} confidences but {hit.size} outcomes")
+    if isinstance(bins, bool) or not isinstance(bins, int) or bins < 1:
+        raise ValueError(f"bins must be a positive integer, got {bins!r}")
+    if conf.size == 0:
+        return Calibration(float("nan"), [])
+    idx = np.clip((conf * bins).astype(int), 0, bins - 1)
+    out: list[CalibrationBin] = []
+    ece = 0.0
+    for b in range(bins):
+        mask = idx == b
+        if mask.any():
+            acc, mean_conf = float(hit[mask].mean()), float(conf[mask].mean())
+            ece += mask.sum() / conf.size * abs(acc - mean_conf)
+            out.append(CalibrationBin(b, b / bins, (b + 1) / bins, int(mask.sum()), mean_conf,
+                                      acc))
+    return Calibration(float(ece), out)

@@ -34,6 +34,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -41,25 +42,15 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import polars as pl
 
-from memory_core.config import spec_from_mapping
+from experiments.common import nanmean
+from experiments.config import experiment_spec
+from experiments.specs import ThresholdSpec
 
 SCORES_PLOT = "thresholds_scores.png"
 SWEEP_PLOT = "thresholds_sweep.png"
 QUANTILES = (0.1, 0.25, 0.5, 0.75, 0.9)
-
-
-@dataclass(frozen=True)
-class ThresholdSpec:
-    """``thresholds`` block of the preset (unknown keys fail)."""
-
-    view: str = "with_observations"
-    kinds: tuple[str, ...] | None = ("near_verbatim", "paraphrase")  # None: every kind
-    k: int = 10
-    n_floors: int = 21
-    band: tuple[float, float] = (0.1, 0.9)
-    bins: int = 20
-    plots: bool = True
 
 
 def check_monotone(rows: Sequence[Mapping[str, Any]]) -> None:
@@ -72,17 +63,87 @@ def check_monotone(rows: Sequence[Mapping[str, Any]]) -> None:
                              "non-increasing order; the min_score sweep cannot be read off them")
 
 
-def _gold_flags(row: Mapping[str, Any], expansions: Mapping[str, Sequence[str]]) -> list[bool]:
-    gold = set(row["gold_keys"])
-    return [bool(set(expansions.get(k, (k,))) & gold) for k in row["ranked_keys"]]
+@dataclass(frozen=True)
+class FloorCut:
+    """What a ``min_score`` floor does to one returned list (:func:`cut_at`)."""
+
+    recall: float       # |G ∩ retrieved(kept)| / |G| (NaN without gold)
+    kept: int           # results with score >= floor
+    gold_total: int     # results that retrieve gold
+    gold_kept: int      # ... of them kept
+    other_total: int    # results that do not
+    other_cut: int      # ... of them cut
 
 
-def _recall(keys: Sequence[str], gold: set[str], expansions: Mapping[str, Sequence[str]]
-            ) -> float:
-    found: set[str] = set()
-    for key in keys:
-        found |= set(expansions.get(key, (key,))) & gold
-    return len(found) / len(gold)
+def cut_at(keys: Sequence[str], scores: Sequence[float], gold: Sequence[str],
+           expansions: Mapping[str, Sequence[str]], floor: float) -> FloorCut:
+    """Replay the engine's ``min_score`` rule on a saved list: keep the results with
+    ``score >= floor`` (order unchanged). A result retrieves its own key, or what
+    ``expansions`` lists for it (an observation's sources, a duplicate's original), exactly as
+    the run scored it. The one threshold replay of the project (:func:`analyse`,
+    :func:`threshold_sweep`).
+
+    Example:
+        >>> cut_at(["a", "b"], [0.9, 0.2], ["b"], {}, 0.5)
+        FloorCut(recall=0.0, kept=1, gold_total=1, gold_kept=0, other_total=1, other_cut=0)
+    """
+    gold_set = set(gold)
+    covered: set[str] = set()
+    kept = gold_total = gold_kept = other_total = other_cut = 0
+    for key, score in zip(keys, scores, strict=True):
+        retrieved = set(expansions.get(key, (key,)))
+        hit = bool(retrieved & gold_set)
+        keep = score >= floor
+        gold_total += hit
+        gold_kept += hit and keep
+        other_total += not hit
+        other_cut += (not hit) and not keep
+        if keep:
+            kept += 1
+            covered |= retrieved
+    recall = len(covered & gold_set) / len(gold_set) if gold_set else math.nan
+    return FloorCut(recall, kept, gold_total, gold_kept, other_total, other_cut)
+
+
+def threshold_sweep(per_query: pl.DataFrame, thresholds: Sequence[float],
+                    expansions: Mapping[str, Sequence[str]] | None = None,
+                    by: Sequence[str] = ("mode", "view")) -> pl.DataFrame:
+    """What a ``min_score`` floor ``t`` would have done to each run's returned lists.
+
+    For each group and ``t``: a query keeps its results with ``score >= t`` (the engine's
+    ``min_score`` rule; order unchanged), then
+
+    - ``recall``      = mean over queries of |G ∩ retrieved(kept)| / |G| (proportional recall at
+      the run's limit, observations counted through ``expansions`` as in the run's scores),
+    - ``results``     = mean number of kept results per query,
+    - ``empty``       = share of queries left with no result,
+    - ``gold_kept``   = share of gold-retrieving results that survive,
+    - ``other_cut``   = share of the other results that are cut.
+
+    This replays a cut on saved scores; it does not re-query the engine.
+    """
+    exp = dict(expansions or {})
+    rows = []
+    groups = per_query.partition_by(list(by), as_dict=True, maintain_order=True)
+    for key, part in groups.items():
+        lists = list(zip(part["ranked_keys"].to_list(), part["scores"].to_list(),
+                         part["gold_keys"].to_list(), strict=True))
+        for t in thresholds:
+            cuts = [cut_at(keys or [], scores or [], gold or (), exp, t)
+                    for keys, scores, gold in lists]
+            gold_total = sum(c.gold_total for c in cuts)
+            other_total = sum(c.other_total for c in cuts)
+            n = len(lists)
+            rows.append({**dict(zip(by, key, strict=True)), "min_score": float(t),
+                         "recall": nanmean([c.recall for c in cuts]),
+                         "results": sum(c.kept for c in cuts) / n if n else math.nan,
+                         "empty": sum(c.kept == 0 for c in cuts) / n if n else math.nan,
+                         "gold_kept": sum(c.gold_kept for c in cuts) / gold_total
+                         if gold_total else math.nan,
+                         "other_cut": sum(c.other_cut for c in cuts) / other_total
+                         if other_total else math.nan,
+                         "n": n})
+    return pl.DataFrame(rows)
 
 
 def pooled_auc(gold: Sequence[float], other: Sequence[float]) -> float | None:
@@ -114,9 +175,8 @@ def analyse(rows: Sequence[Mapping[str, Any]], expansions: Mapping[str, Sequence
             settings: Mapping[str, Any] | ThresholdSpec | None, out_dir: Path | None
             ) -> dict[str, Any]:
     """Distributions, AUC and the min_score sweep per mode and kind; plots into ``out_dir``."""
-    spec = settings if isinstance(settings, ThresholdSpec) else spec_from_mapping(
-        ThresholdSpec, {k: tuple(v) if isinstance(v, list) else v
-                        for k, v in (settings or {}).items()})
+    spec = settings if isinstance(settings, ThresholdSpec) else experiment_spec(ThresholdSpec,
+                                                                                settings)
     if spec.k < 1 or spec.n_floors < 2:
         raise ValueError("thresholds.k must be >= 1 and thresholds.n_floors >= 2")
     picked = [r for r in rows if r["view"] == spec.view
@@ -148,15 +208,15 @@ def analyse(rows: Sequence[Mapping[str, Any]], expansions: Mapping[str, Sequence
             recall = np.zeros((len(members), len(floors)))
             count = np.zeros_like(recall)
             for i, r in enumerate(members):
-                flags = _gold_flags(r, expansions)
-                page = list(zip(r["ranked_keys"], r["scores"], flags, strict=True))[:spec.k]
-                for _, s, g in page:
-                    (gold_s if g else other_s).append(float(s))
+                keys, scores = list(r["ranked_keys"])[:spec.k], list(r["scores"])[:spec.k]
                 gold = set(r["gold_keys"])
+                for key, sc in zip(keys, scores, strict=True):
+                    hit = bool(set(expansions.get(key, (key,))) & gold)
+                    (gold_s if hit else other_s).append(float(sc))
                 for j, f in enumerate(floors):
-                    kept = [key for key, s, _ in page if s >= f]
-                    recall[i, j] = _recall(kept, gold, expansions)
-                    count[i, j] = len(kept)
+                    cut = cut_at(keys, scores, r["gold_keys"], expansions, f)
+                    recall[i, j] = cut.recall
+                    count[i, j] = cut.kept
             out["distributions"][mode][kind] = {
                 "queries": len(members), "auc": pooled_auc(gold_s, other_s),
                 "gold": _distribution(gold_s, spec.band, edges),
@@ -252,66 +312,3 @@ def plot_sweep(result: Mapping[str, Any], kinds: Sequence[str], path: Path) -> P
 
 
 # --------------------------------------------------------------------------- fast vs accurate
-def compare_modes(rows: Sequence[Mapping[str, Any]], metric_names: Sequence[str],
-                  groups: Mapping[str, Sequence[str]] | None = None, base: str = "fast",
-                  other: str = "accurate", n_resamples: int = 2000, seed: int = 0
-                  ) -> dict[str, Any]:
-    """``other - base`` on the same queries, per view and kind (plus ``all`` and each named
-    group of kinds): means, the paired difference with its 95% bootstrap CI and a two-sided
-    sign-flip randomization p-value, clustered by conversation
-    (:func:`experiments.stats.paired_test`). ``{}`` unless both modes were run.
-    """
-    from experiments.stats import paired_test
-
-    modes = {r["mode"] for r in rows}
-    if not {base, other} <= modes:
-        return {}
-    cells: dict[tuple[str, str], dict[str, dict[str, Mapping[str, Any]]]] = defaultdict(
-        lambda: {base: {}, other: {}})
-    named = {name: set(kinds) for name, kinds in (groups or {}).items()}
-    for r in rows:
-        if r["mode"] not in (base, other):
-            continue
-        labels = ["all", r["kind"], *(n for n, ks in named.items() if r["kind"] in ks)]
-        for label in labels:
-            cells[(r["view"], label)][r["mode"]][r["query_id"]] = r
-    out: dict[str, Any] = {"base": base, "other": other, "delta": f"{other} - {base}"}
-    for (view, label), by_mode in sorted(cells.items()):
-        a, b = by_mode[other], by_mode[base]
-        if set(a) != set(b) or not a:
-            continue
-        clusters = {q: str(r.get("conversation") or q) for q, r in a.items()}
-        entry: dict[str, Any] = {"n": len(a)}
-        for name in metric_names:
-            if any(r.get(name) is None for r in (*a.values(), *b.values())):
-                continue
-            res = paired_test({q: float(r[name]) for q, r in a.items()},
-                              {q: float(r[name]) for q, r in b.items()}, clusters=clusters,
-                              n_resamples=n_resamples, seed=seed)
-            entry[name] = {base: res.mean_b, other: res.mean_a, "delta": res.delta,
-                           "ci_low": res.ci_low, "ci_high": res.ci_high, "p": res.p_value,
-                           "wins": res.wins, "losses": res.losses}
-        out.setdefault(view, {})[label] = entry
-    return out
-
-
-def print_comparison(comparison: Mapping[str, Any], metric_names: Sequence[str],
-                     title: str) -> None:
-    """A rich table of :func:`compare_modes`: base -> other (delta, p) per view and kind."""
-    if not comparison:
-        return
-    from rich.console import Console
-    from rich.table import Table
-
-    base, other = comparison["base"], comparison["other"]
-    table = Table(title=f"{title}: {base} -> {other} (paired, clustered)")
-    for col in ("view", "kind", "n", *metric_names):
-        table.add_column(col, justify="right" if col in metric_names or col == "n" else "left")
-    for view, kinds in comparison.items():
-        if not isinstance(kinds, Mapping):
-            continue
-        for kind, entry in kinds.items():
-            vals = [f"{entry[m][base]:.3f} -> {entry[m][other]:.3f} ({entry[m]['delta']:+.3f}, "
-                    f"p={entry[m]['p']:.3g})" if m in entry else "-" for m in metric_names]
-            table.add_row(view, kind, str(entry["n"]), *vals)
-    Console(width=max(160, Console().width)).print(table)

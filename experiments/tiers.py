@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import logging
 import random
 import time
 from collections import Counter
@@ -40,23 +39,23 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import polars as pl
 from omegaconf import DictConfig
 from rich.console import Console
 from rich.table import Table
 from tqdm.auto import tqdm
 
-from experiments import report
-from experiments.config import engine_spec, to_plain
-from experiments.data.files import DatasetError
+from experiments import report, rundir
+from experiments.common import (ci_cell, common_meta, engine_safe, load_present, percentile,
+                                start_run)
+from experiments.config import engine_spec, eval_spec, experiment_spec, to_plain
 from experiments.data.registry import load_dataset
 from experiments.data.schema import Dataset, QueryDef
 from experiments.ingest import IdMap, ingest
-from experiments.routing import _ci, _common_meta, _percentile, engine_safe
 from experiments.scoring import score
+from experiments.specs import CacheStreamSpec, TiersEvalSpec
 from experiments.stats import paired_test
 from memory_core import MemoryEngine
-from memory_core.config import CacheSpec, EngineSpec, EscalateSpec
+from memory_core.config import CacheSpec, EngineSpec
 from memory_core.embed import Embedder
 from memory_core.types import Tier
 
@@ -64,12 +63,12 @@ PLOT = "tiers.png"
 METRICS = ("recall@5", "recall@10")
 
 
-def _variants(base: EngineSpec, tcfg: DictConfig) -> dict[str, EngineSpec]:
+def _variants(base: EngineSpec, tcfg: TiersEvalSpec) -> dict[str, EngineSpec]:
     """The engine settings each variant reads the store with (cache off: part 2 times the
     search tiers themselves)."""
     off = dataclasses.replace(base, cache=CacheSpec(enabled=False),
                               escalate=dataclasses.replace(base.escalate, enabled=False))
-    esc = dataclasses.replace(base.escalate, enabled=True, **dict(to_plain(tcfg.escalate) or {}))
+    esc = dataclasses.replace(base.escalate, enabled=True, **dict(tcfg.escalate))
     always = dataclasses.replace(esc, min_candidates=10**9)
     return {
         "hybrid": off,
@@ -108,7 +107,7 @@ def _evidence_recall(keys: Sequence[str], gold: Sequence[str], ids: IdMap) -> fl
 
 # ---------------------------------------------------------------------------------- part 1
 def cache_stream(store: Path, spec: EngineSpec, embedder: Embedder | None, dataset: Dataset,
-                 ids: IdMap, ccfg: DictConfig, seed: int, progress: bool,
+                 ids: IdMap, ccfg: CacheStreamSpec, seed: int, progress: bool,
                  max_requests: int | None = None) -> dict[str, Any]:
     """Part 1 (module docstring); ``max_requests`` shortens the stream (smoke runs)."""
     rng = random.Random(seed)
@@ -153,10 +152,10 @@ def cache_stream(store: Path, spec: EngineSpec, embedder: Embedder | None, datas
     return {"requests": total, "writes": writes, "hits": len(hits), "misses": len(misses),
             "hit_rate": len(hits) / total if total else None,
             "invalidated": stats["stale"], "stale_served": stale,
-            "latency_ms": {"hit_p50": _percentile(hits, 50), "hit_p95": _percentile(hits, 95),
-                           "miss_p50": _percentile(misses, 50),
-                           "miss_p95": _percentile(misses, 95)},
-            "stream": {k: to_plain(v) for k, v in ccfg.items()}}
+            "latency_ms": {"hit_p50": percentile(hits, 50), "hit_p95": percentile(hits, 95),
+                           "miss_p50": percentile(misses, 50),
+                           "miss_p95": percentile(misses, 95)},
+            "stream": dataclasses.asdict(ccfg)}
 
 
 # ---------------------------------------------------------------------------------- part 2+3
@@ -251,11 +250,11 @@ def summarise(rows: Sequence[Mapping[str, Any]], n_resamples: int, seed: int,
         for name in dict.fromkeys(r["variant"] for r in sub):
             vr = [r for r in sub if r["variant"] == name]
             cell: dict[str, Any] = {
-                m: _ci([r[m] for r in vr], [r["conversation"] for r in vr], n_resamples, seed)
+                m: ci_cell([r[m] for r in vr], [r["conversation"] for r in vr], n_resamples, seed)
                 for m in METRICS}
             lat = [r["latency_ms"] for r in vr]
-            cell.update({"latency_ms_p50": _percentile(lat, 50),
-                         "latency_ms_p95": _percentile(lat, 95),
+            cell.update({"latency_ms_p50": percentile(lat, 50),
+                         "latency_ms_p95": percentile(lat, 95),
                          "escalated_share": float(np.mean([r["escalated"] for r in vr])),
                          "triggers": dict(Counter(t for r in vr for t in r["triggered_by"]))})
             if name != "hybrid":
@@ -273,14 +272,14 @@ def summarise(rows: Sequence[Mapping[str, Any]], n_resamples: int, seed: int,
                         [mine[k]["recall@10"] - base[k]["recall@10"] for k in trig]))
                 ratios = [mine[k]["latency_ms"] / base[k]["latency_ms"] for k in base
                           if base[k]["latency_ms"] > 0]
-                cell["latency_ratio_p50"] = _percentile(ratios, 50)
+                cell["latency_ratio_p50"] = percentile(ratios, 50)
             block["variants"][name] = cell
         block["threshold_sweep"] = {v: threshold_sweep(sub, min_candidates, v)
                                     for v in ("escalate_always_norerank", "escalate_always")
                                     if v in block["variants"]}
         hyb = list(base.values())
         block["context_hits"] = {
-            "latency_ms_p50": _percentile([r["context_hits_ms"] for r in hyb], 50),
+            "latency_ms_p50": percentile([r["context_hits_ms"] for r in hyb], 50),
             "rows_per_question": float(np.mean([r["context_rows"] for r in hyb])) if hyb else 0,
             "evidence_recall_results": float(np.mean([r["evidence_recall_results"]
                                                       for r in hyb])) if hyb else None,
@@ -330,30 +329,25 @@ def plot(summary: Mapping[str, Any], path: Path) -> Path:
 
 def _datasets(cfg: DictConfig) -> tuple[list[Dataset], dict[str, str]]:
     out = [engine_safe(load_dataset(to_plain(cfg.data), cfg.paths.data_dir))]
-    skipped: dict[str, str] = {}
-    if cfg.eval.get("limit_queries"):  # smoke run: the primary dataset only
-        return out, {str(k): "smoke run" for k in (cfg.tiers_eval.get("extra") or {})}
-    for name, dcfg in (to_plain(cfg.tiers_eval.get("extra")) or {}).items():
-        try:
-            out.append(engine_safe(load_dataset(dcfg, cfg.paths.data_dir)))
-        except DatasetError as exc:  # not in the data directory: recorded
-            skipped[str(name)] = str(exc)
-    return out, skipped
+    extra = experiment_spec(TiersEvalSpec, cfg.tiers_eval).extra
+    if eval_spec(cfg).limit_queries:  # smoke run: the primary dataset only
+        return out, {str(k): "smoke run" for k in extra}
+    present, skipped = load_present(extra, cfg.paths.data_dir)
+    return [*out, *present], skipped
 
 
 def run_tiers(cfg: DictConfig, run_dir: Path, embedder: Embedder | None = None
               ) -> dict[str, Any]:
     """The tiers experiment (module docstring); returns what it wrote to ``metrics.json``."""
-    logging.getLogger("faiss.loader").setLevel(logging.WARNING)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    t_start = time.perf_counter()
-    tcfg = cfg.tiers_eval
+    t_start = start_run(run_dir)
+    tcfg = experiment_spec(TiersEvalSpec, cfg.tiers_eval)
+    ev = eval_spec(cfg)
     seed = int(cfg.seed)
     progress = bool(cfg.progress)
     spec = engine_spec(cfg)
     variants = _variants(spec, tcfg)
     datasets, skipped = _datasets(cfg)
-    limit_q = cfg.eval.get("limit_queries")
+    limit_q = ev.limit_queries
     n_q = int(limit_q) if limit_q else (int(tcfg.max_questions) if tcfg.max_questions else None)
     rows: list[dict[str, Any]] = []
     cache: dict[str, Any] = {}
@@ -370,9 +364,9 @@ def run_tiers(cfg: DictConfig, run_dir: Path, embedder: Embedder | None = None
         if i == 0:
             cache = cache_stream(store, variants["hybrid"], embedder, ds, ids, tcfg.cache, seed,
                                  progress, 10 * int(limit_q) if limit_q else None)
-    summary = summarise(rows, int(cfg.eval.get("n_resamples", 2000)), seed,
+    summary = summarise(rows, ev.n_resamples, seed,
                         variants["escalate"].escalate.min_candidates)
-    meta = {**_common_meta(cfg, models, datasets),
+    meta = {**common_meta(cfg, models, datasets),
             "dataset": {"name": "+".join(d.name for d in datasets), "sha256": {
                 f"{d.name}:{k}": v for d in datasets for k, v in d.source_sha256.items()}},
             "denominators": {"scored": sum(s["questions"] for s in summary.values()),
@@ -389,14 +383,14 @@ def run_tiers(cfg: DictConfig, run_dir: Path, embedder: Embedder | None = None
     if summary:
         meta["plots"] = [plot(summary, run_dir / PLOT).name]
     if rows:
-        pl.DataFrame(rows, infer_schema_length=None).write_parquet(run_dir / "per_query.parquet")
+        rundir.write_per_query(run_dir, rows)
         meta["trec_files"] = report.write_trec(run_dir, [
             {"mode": "tiers", "view": f"{r['dataset']}-{r['variant']}", "query_id": r["query_id"],
              "ranked_keys": r["ranked_keys"], "scores": r["scores"], "gold_keys": r["gold_keys"]}
             for r in rows])
-    (run_dir / "metrics.json").write_text(json.dumps(meta, indent=2, default=str))
+    rundir.write_metrics(run_dir, meta)
     table, lines = _report(meta)
-    (run_dir / "summary.md").write_text("\n".join(lines) + "\n")
+    rundir.write_summary(run_dir, lines)
     Console(width=max(160, Console().width)).print(table)
     return meta
 

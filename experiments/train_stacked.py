@@ -51,6 +51,7 @@ from tqdm.auto import tqdm
 from experiments.data.registry import load_dataset
 from experiments.data.schema import Dataset, SpaceDef
 from experiments.ingest import ingest
+from experiments.stats import calibration
 from memory_core import MemoryEngine
 from memory_core.config import EngineSpec, spec_from_mapping
 from memory_core.embed import Embedder
@@ -117,10 +118,10 @@ class StackedRecipe:
 
 def stacked_recipe_from_mapping(values: Mapping[str, Any]) -> StackedRecipe:
     """A :class:`StackedRecipe` from plain mappings (unknown keys fail)."""
-    from experiments.train_reranker import SourceSpec, _tuples
+    from experiments.rerank_data import SourceSpec, as_tuples
 
     values = dict(values)
-    sources = {name: spec_from_mapping(SourceSpec, _tuples(src, ("exclude_conversations",
+    sources = {name: spec_from_mapping(SourceSpec, as_tuples(src, ("exclude_conversations",
                                                                  "kinds")))
                for name, src in (values.pop("sources", None) or {}).items()}
     if "eval_ks" in values:
@@ -168,7 +169,7 @@ def mine_features(name: str, dataset: Dataset, src: Any, spec: EngineSpec, recip
                   reranker: Any = None) -> list[QueryRows]:
     """Ask every answerable question of ``dataset`` through the engine and keep its pool's
     feature rows and labels (see the module docstring)."""
-    from experiments.train_reranker import _questions, family
+    from experiments.rerank_data import answerable_questions, family
 
     recorder = FeatureRecorder(recipe.cross_encoder)
     pool = spec.rerank.pool
@@ -178,7 +179,7 @@ def mine_features(name: str, dataset: Dataset, src: Any, spec: EngineSpec, recip
     with MemoryEngine.open(":memory:", spec, embedder=embedder, scorer=recorder,
                            reranker=reranker) as engine:
         ids = ingest(engine, dataset, progress=progress)
-        for q in tqdm(_questions(dataset, ids, src), desc=f"features {name}", unit="q",
+        for q in tqdm(answerable_questions(dataset, ids, src), desc=f"features {name}", unit="q",
                       disable=not progress):
             recorder.last = None
             engine.retrieve(query=q.text, space_id=q.gold_space, limit=min(pool, spec.max_limit),
@@ -267,22 +268,15 @@ def build_model(recipe: StackedRecipe, groups: np.ndarray):
 
 
 def expected_calibration_error(p: np.ndarray, y: np.ndarray, bins: int = 10) -> float:
-    """``ECE = Σ_b (n_b / n) |mean(p in b) - mean(y in b)|`` over ``bins`` equal-width bins.
+    """``ECE = Σ_b (n_b / n) |mean(p in b) - mean(y in b)|`` over ``bins`` equal-width bins
+    (:func:`experiments.stats.calibration`, the project's one ECE).
 
     Example:
         >>> round(expected_calibration_error(np.array([0.1, 0.1, 0.9, 0.9]),
         ...                                  np.array([0, 0, 1, 0]), 10), 3)
         0.25
     """
-    if len(p) == 0:
-        return float("nan")
-    idx = np.minimum((p * bins).astype(int), bins - 1)
-    total = 0.0
-    for b in range(bins):
-        sel = idx == b
-        if sel.any():
-            total += sel.sum() / len(p) * abs(p[sel].mean() - y[sel].mean())
-    return float(total)
+    return calibration(p, y, bins).ece
 
 
 def _ranking(rows: Sequence[QueryRows], scores: Sequence[np.ndarray] | None,
@@ -349,7 +343,7 @@ def train_stacked(recipe: StackedRecipe, *, spec: EngineSpec | None = None,
     conversations) are removed from that source (LongMemEval oracle minus the S subset).
     ``embedder`` replaces the configured one (tests pass a model-free embedder).
     """
-    from experiments.train_reranker import _load_source, family
+    from experiments.rerank_data import load_source, family
 
     spec = spec or EngineSpec()
     t0 = time.perf_counter()
@@ -372,7 +366,7 @@ def train_stacked(recipe: StackedRecipe, *, spec: EngineSpec | None = None,
                 continue
             src = dataclasses.replace(src, exclude_conversations=tuple(
                 sorted({*src.exclude_conversations, *gone})))
-        dataset, status = _load_source(name, src, data_dir)
+        dataset, status = load_source(name, src, data_dir)
         sources[name] = {"status": status, "data": dict(src.data),
                          "excluded_conversations": len(src.exclude_conversations),
                          "exclude_from": dict(extra) if extra else None}

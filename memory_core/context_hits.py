@@ -41,7 +41,7 @@ def gather_context_hits(store: Store, results: Sequence[Result],
     counts = {"turn": 0, "section": 0, "entity": 0}
     truncated = 0
     top = list(results[:spec.max_hits_from])
-    own = store.get_memories(rowid_of(r.memory_id) for r in top)
+    own = store.get_memories(rid for r in top if (rid := rowid_of(r.memory_id)) is not None)
 
     def push(hit: ContextHit) -> None:
         nonlocal truncated
@@ -54,7 +54,8 @@ def gather_context_hits(store: Store, results: Sequence[Result],
             shown.add(hit.memory_id)
 
     for r in top:
-        m = own.get(rowid_of(r.memory_id))
+        rid = rowid_of(r.memory_id)
+        m = None if rid is None else own.get(rid)
         flt = filters.get(r.space_id)
         if m is None or flt is None:
             continue

@@ -1,83 +1,69 @@
-"""Routing of the engine (``route="auto"``): which spaces a read searches or a write files into.
+"""The route planner (``route="auto"``): which spaces a read searches or a write files into.
 
-:class:`RoutingMixin` is the part of :class:`memory_core.engine.MemoryEngine` that scores the
-caller's eligible spaces with the configured router, decides (abstention, ``max_targets``),
-searches the chosen spaces as one ranking, widens by ``expand_query`` subjects and routes writes
-(DESIGN.md, Routing). It uses the engine's ``spec``, ``store``, ``embedder``, ``router``,
-``cache``, ``_components`` and ``_authorised``.
+:class:`RoutePlanner` scores the caller's eligible spaces with the configured router, decides
+(abstention, ``max_targets``), searches the chosen spaces as one ranking, widens by
+``expand_query`` subjects and routes writes (DESIGN.md, Routing). The engine composes one per
+call from its current parts; every part it uses is a field. What it decided is a
+:class:`memory_core.trace.RoutingTrace` on the returned trace.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
 
-from memory_core import pipeline
-from memory_core.config import PLATFORM_MAX_TARGETS, RoutingSpec
+from memory_core import access, pipeline
+from memory_core.access import ROLES, Role  # noqa: F401  (ROLES: the wire names, re-exported)
+from memory_core.config import PLATFORM_MAX_TARGETS, EngineSpec
+from memory_core.embed import Embedder
 from memory_core.errors import ErrorCode, MemoryCoreError, invalid
 from memory_core.expand import split_subjects
+from memory_core.redact import Redactor
 from memory_core.request import check_target, parse_request
 from memory_core.routing import (RouteDecision, RouteQuery, RouteReason, Router,
-                                 RouterUnavailable, build_router, decide, thresholds_of)
-from memory_core.types import RetrieveRequest, SearchedEntry, Space
+                                 RouterUnavailable, decide, thresholds_of)
+from memory_core.search import evidence_probe
+from memory_core.store import Store
+from memory_core.trace import RoutingTrace, SubjectRoute, Trace
+from memory_core.types import Mode, RetrieveRequest, SearchedEntry, Space, frozen_map
 
-if TYPE_CHECKING:
-    from memory_core.cache import ResponseCache
-    from memory_core.config import EngineSpec
-    from memory_core.embed import Embedder
-    from memory_core.store import Store
-
-ROLES = ("viewer", "developer", "owner")
+Decided = tuple[RouteDecision | None, RouteReason | None, str, RoutingTrace]
 
 
-class RoutingMixin:
-    """Routed reads and writes (mixed into :class:`memory_core.engine.MemoryEngine`)."""
+@dataclass(frozen=True)
+class RoutePlanner:
+    """Routed reads and writes over the parts it is given."""
 
     spec: EngineSpec
     store: Store
     embedder: Embedder
     router: Router
-    cache: ResponseCache
-    _components: pipeline.Components
-    # also the engine's: available_modes (property) and _authorised(space_id, principal, need)
+    components: pipeline.Components
+    redactor: Redactor
+    available_modes: frozenset[Mode]
+    # the engine's authorisation: (space_id, principal, role needed) -> Space, else 404
+    authorise: Callable[[str, str | None, Role], Space]
 
-    def configure_routing(self, routing: RoutingSpec | None = None,
-                          router: Router | None = None) -> None:
-        """Swap the routing settings and/or the router (the routing experiment compares routers
-        on one store). A new ``routing`` spec without a ``router`` builds the router it names."""
-        if routing is not None:
-            self.spec = dataclasses.replace(self.spec, routing=routing)
-            self._components = dataclasses.replace(self._components, spec=self.spec)
-        if router is not None:
-            self.router = router
-        elif routing is not None:
-            self.router = build_router(self.spec.routing, self.embedder)
-        self.cache.clear()  # cached routed answers were decided by the previous router
-
-    def eligible_spaces(self, principal: str | None = None, need: str = "viewer") -> list[Space]:
-        """The spaces a routed request may consider: every non-default space where ``principal``
-        (default: the store's owner) holds at least role ``need``."""
-        who = principal if principal is not None else self.spec.owner
-        return [s for s in self.store.list_spaces() if not s.default
-                and (role := s.members.get(who)) is not None
-                and ROLES.index(role) >= ROLES.index(need)]
+    def eligible_spaces(self, principal: str | None, need: Role | str = Role.VIEWER
+                        ) -> list[Space]:
+        return access.eligible_spaces(self.store, principal, self.spec.owner, need)
 
     def route(self, query: str, principal: str | None = None, max_targets: int | None = None,
               router: Router | None = None) -> RouteDecision:
-        """A dry run of routing: which spaces a routed read of ``query`` would search (nothing
-        is searched). ``router`` overrides the engine's. Raises 422 ``no_route_target`` when the
-        router cannot name a target (reasons as for a routed read without a fallback)."""
+        """A dry run of routing (nothing is searched); see ``MemoryEngine.route``."""
         body = {"query": query, "route": "auto", "principal": principal,
                 "max_targets": max_targets}
         req = parse_request({k: v for k, v in body.items() if v is not None}, self.spec,
                             self.available_modes)
-        decision, failure, why, _ = self._decide(req, "viewer", router or self.router)
+        decision, failure, why, _ = self.decide(req, Role.VIEWER, router or self.router)
         if failure is not None:
             raise MemoryCoreError(ErrorCode.NO_ROUTE_TARGET, failure.value, why, "route")
         assert decision is not None
         return decision
 
-    def _max_targets(self, requested: int | None) -> tuple[int, str]:
+    def max_targets(self, requested: int | None) -> tuple[int, str]:
         """``max_targets``: the request's, else the engine setting, else the platform default."""
         if requested is not None:
             return requested, "request"
@@ -85,116 +71,112 @@ class RoutingMixin:
             return self.spec.routing.max_targets, "engine"
         return PLATFORM_MAX_TARGETS, "platform"
 
-    def _decide(self, req: RetrieveRequest, need: str, router: Router
-                ) -> tuple[RouteDecision | None, RouteReason | None, str, dict[str, Any]]:
+    def decide(self, req: RetrieveRequest, need: Role, router: Router) -> Decided:
         """Score the eligible spaces and decide; returns (decision, failure reason, message,
         record). A failure (no decision) is ``router_disabled``, ``no_candidates``,
-        ``model_unavailable`` or ``answer_outside_candidates``; the record is what the receipt
-        keeps under ``stages["routing"]``."""
+        ``model_unavailable`` or ``answer_outside_candidates``."""
         spec = self.spec.routing
-        limit, source = self._max_targets(req.max_targets)
-        record: dict[str, Any] = {"router": router.name, "max_targets": limit,
-                                  "max_targets_from": source,
-                                  "thresholds": thresholds_of(spec).to_dict()}
+        limit, source = self.max_targets(req.max_targets)
+        record = RoutingTrace(router.name, limit, source,
+                              frozen_map(thresholds_of(spec).to_dict()))
         if not spec.enabled:
             return None, RouteReason.ROUTER_DISABLED, \
                 "routing is disabled in this engine's config (routing.enabled=false)", record
         spaces = self.eligible_spaces(req.principal, need)
-        record["eligible"] = [s.space_id for s in spaces]
+        record = dataclasses.replace(record, eligible=tuple(s.space_id for s in spaces))
         if not spaces:
             who = req.principal if req.principal is not None else self.spec.owner
             return None, RouteReason.NO_CANDIDATES, (
-                f"no space other than the default one where {who!r} is {need} or above"), record
+                f"no space other than the default one where {who!r} is {need.value} or "
+                "above"), record
         vec = self.embedder.embed([req.query])[0]
         probe_failed: dict[str, str] = {}
-        query = RouteQuery(req.query, vec, pipeline.evidence_probe(
-            self._components, req, vec, spec.evidence_depth, probe_failed))
+        query = RouteQuery(req.query, vec, evidence_probe(
+            self.components, req, vec, spec.evidence_depth, probe_failed))
         try:
             scores = router.score(query, spaces)
         except RouterUnavailable as exc:
-            return None, RouteReason.MODEL_UNAVAILABLE, str(exc), record
-        finally:
-            if probe_failed:
-                record["probe_failed"] = dict(probe_failed)
-        outside = sorted({s.space_id for s in scores} - set(record["eligible"]))
+            return None, RouteReason.MODEL_UNAVAILABLE, str(exc), _probed(record, probe_failed)
+        record = _probed(record, probe_failed)
+        outside = sorted({s.space_id for s in scores} - {s.space_id for s in spaces})
         if outside:
-            record["outside"] = outside
             return None, RouteReason.ANSWER_OUTSIDE_CANDIDATES, (
                 f"router {router.name!r} named space(s) it was not offered: "
-                f"{', '.join(outside)}"), record
+                f"{', '.join(outside)}"), dataclasses.replace(record, outside=tuple(outside))
         decision = decide(router.name, scores, thresholds_of(spec), limit)
-        record.update(decision.to_dict())
-        return decision, None, "", record
+        return decision, None, "", dataclasses.replace(
+            record, scores=tuple(frozen_map(s.to_dict()) for s in decision.scores),
+            chosen=tuple(s.space_id for s in decision.chosen),
+            reason=None if decision.reason is None else decision.reason.value, decided=True)
 
-    def _routed_read(self, req: RetrieveRequest
-                     ) -> tuple[pipeline.PipelineOutput, list[SearchedEntry]]:
-        """Route, then search the chosen spaces as one ranking (see DESIGN.md, Routing)."""
+    def routed_read(self, req: RetrieveRequest
+                    ) -> tuple[pipeline.PipelineOutput, list[SearchedEntry]]:
+        """Route, then search the chosen spaces as one ranking (see DESIGN.md, Routing).
+        ``expand_query`` subjects are split once and used for routing and retrieval."""
         fallback = None if req.fallback_space_id is None else \
-            self._authorised(req.fallback_space_id, req.principal, "viewer")
-        decision, failure, why, record = self._decide(req, "viewer", self.router)
-        if decision is not None and req.expand_query:
-            decision = self._widen_by_subjects(req, decision, record)
+            self.authorise(req.fallback_space_id, req.principal, Role.VIEWER)
+        subjects = split_subjects(req.query) if req.expand_query else ()
+        decision, failure, why, record = self.decide(req, Role.VIEWER, self.router)
+        if decision is not None and subjects:
+            decision, record = self.widen_by_subjects(req, decision, record, subjects)
         reason = failure if failure is not None else (
             decision.reason if decision is not None and decision.abstained else None)
         if failure is not None:
-            record.update({"reason": failure.value, "message": why})
+            record = record.failed(failure.value, why)
         if reason is not None and fallback is not None:
-            record["fallback"] = fallback.space_id
-            out = pipeline.run(self._components, req, [fallback.space_id])
-            out.stages["routing"] = record
-            return out, [SearchedEntry(fallback.space_id, None, reason.value, "fallback")]
+            record = dataclasses.replace(record, fallback=fallback.space_id)
+            out = pipeline.run(self.components, req, [fallback.space_id], subjects=subjects)
+            return _routed(out, record), [SearchedEntry(fallback.space_id, None, reason.value,
+                                                        "fallback")]
         if failure is not None:
             raise MemoryCoreError(ErrorCode.NO_ROUTE_TARGET, failure.value, why, "route")
         assert decision is not None
         if reason is not None:  # abstention: a normal, empty response
             empty = "" if req.format == "block" else None
             out = pipeline.PipelineOutput([], (), (), empty, None if empty is None else 0,
-                                          {"mode": req.mode.value, "routing": record})
+                                          Trace(mode=req.mode, routing=record))
             top = decision.top
             return out, [SearchedEntry(None, None if top is None else top.confidence,
                                        reason.value)]
-        out = pipeline.run(self._components, req, [c.space_id for c in decision.chosen],
-                           isolate_failures=True)
-        out.stages["routing"] = record
-        return out, [SearchedEntry(c.space_id, c.confidence,
-                                   RouteReason.SEARCH_FAILED.value if c.space_id in out.failed
-                                   else None) for c in decision.chosen]
+        out = pipeline.run(self.components, req, [c.space_id for c in decision.chosen],
+                           isolate_failures=True, subjects=subjects)
+        return _routed(out, record), [
+            SearchedEntry(c.space_id, c.confidence,
+                          RouteReason.SEARCH_FAILED.value if c.space_id in out.failed else None)
+            for c in decision.chosen]
 
-    def _widen_by_subjects(self, req: RetrieveRequest, decision: RouteDecision,
-                           record: dict[str, Any]) -> RouteDecision:
+    def widen_by_subjects(self, req: RetrieveRequest, decision: RouteDecision,
+                          record: RoutingTrace, subjects: Sequence[str]
+                          ) -> tuple[RouteDecision, RoutingTrace]:
         """``expand_query`` on a routed read: each subject is routed too, and the spaces it
         picks join the whole question's (whole question's first, then by confidence), up to
         ``max_targets``, then listed best first by confidence; the read abstains only if the
-        question and every subject abstain. A single-subject question is routed exactly as
-        without the flag."""
-        subjects = split_subjects(req.query)
-        if not subjects:
-            return decision
+        question and every subject abstain. A single-subject question (no ``subjects``) is
+        routed exactly as without the flag."""
         picks: list[Any] = []
-        record["subjects"] = []
+        routes = []
         for subject in subjects:
-            sub, _, _, _ = self._decide(dataclasses.replace(req, query=subject), "viewer",
-                                        self.router)
+            sub, _, _, _ = self.decide(dataclasses.replace(req, query=subject), Role.VIEWER,
+                                       self.router)
             assert sub is not None  # the eligible set and router are the question's
-            record["subjects"].append({"subject": subject,
-                                       "chosen": [c.space_id for c in sub.chosen],
-                                       "reason": None if sub.reason is None else sub.reason.value})
+            routes.append(SubjectRoute(subject, tuple(c.space_id for c in sub.chosen),
+                                       None if sub.reason is None else sub.reason.value))
             picks.extend(sub.chosen)
+        record = dataclasses.replace(record, subjects=tuple(routes))
         chosen = list(decision.chosen)
         for pick in sorted(picks, key=lambda c: -c.confidence):
             if len(chosen) < decision.max_targets and pick.space_id not in {
                     c.space_id for c in chosen}:
                 chosen.append(pick)
         if len(chosen) == len(decision.chosen):
-            return decision
+            return decision, record
         chosen.sort(key=lambda c: (-c.confidence, c.space_id))
         widened = dataclasses.replace(decision, chosen=tuple(chosen), reason=None)
-        record.update({"chosen": [c.space_id for c in chosen], "reason": None,
-                       "widened_by_subjects": True})
-        return widened
+        return widened, dataclasses.replace(record, chosen=tuple(c.space_id for c in chosen),
+                                            reason=None, decided=True, widened_by_subjects=True)
 
-    def _route_write(self, space_id: str | None, route: str | None, content: Any,
-                     principal: str | None) -> str:
+    def route_write(self, space_id: str | None, route: str | None, content: Any,
+                    principal: str | None) -> str:
         """The space a ``write(route="auto", ...)`` files into: the router's best space among
         those where ``principal`` is developer or owner (``max_targets`` 1, the configured
         thresholds), else the default space (``principal`` must be developer there). A router
@@ -208,7 +190,7 @@ class RoutingMixin:
             raise invalid("empty_content", "content must be a non-empty string", "content")
         req = RetrieveRequest(query=self.redactor.apply(content.strip()), route="auto",
                               max_targets=1, principal=principal)
-        decision, failure, why, _ = self._decide(req, "developer", self.router)
+        decision, failure, why, _ = self.decide(req, Role.DEVELOPER, self.router)
         if failure not in (None, RouteReason.NO_CANDIDATES):
             raise MemoryCoreError(ErrorCode.NO_ROUTE_TARGET, failure.value, why, "route")
         if decision is not None and decision.chosen:
@@ -216,10 +198,20 @@ class RoutingMixin:
         reason = failure or (decision.reason if decision is not None else None)
         default = next((s for s in self.store.list_spaces() if s.default), None)
         who = principal if principal is not None else self.spec.owner
-        role = None if default is None else default.members.get(who)
-        if default is None or role is None or ROLES.index(role) < ROLES.index("developer"):
+        if not access.may(default, who, Role.DEVELOPER):
             raise MemoryCoreError(
                 ErrorCode.NO_ROUTE_TARGET, reason.value if reason else "no_candidates",
                 f"no space fits this write and there is no default space {who!r} may write to"
                 + (f" ({why})" if why else ""), "route")
+        assert default is not None
         return default.space_id
+
+
+def _probed(record: RoutingTrace, failed: dict[str, str]) -> RoutingTrace:
+    """The record with the spaces whose evidence probe failed (when any did)."""
+    return dataclasses.replace(record, probe_failed=frozen_map(failed)) if failed else record
+
+
+def _routed(out: pipeline.PipelineOutput, record: RoutingTrace) -> pipeline.PipelineOutput:
+    """A pipeline output whose trace carries the routing record (a new output, not a change)."""
+    return dataclasses.replace(out, trace=dataclasses.replace(out.trace, routing=record))

@@ -30,7 +30,38 @@ _STATUS = {
 }
 
 
-class MemoryCoreError(Exception):
+class CodedError(Exception):
+    """A refusal with an HTTP status, a code from a closed set, a machine-readable reason and a
+    message: the shape of every error the engine (:class:`MemoryCoreError`) and the service
+    (``memory_core.service.errors.ServiceError``) answer with.
+
+    Example:
+        >>> CodedError(ErrorCode.NOT_FOUND, 404, "space_missing", "no space 'x'").to_dict()
+        {'code': 'not_found', 'reason': 'space_missing', 'message': "no space 'x'"}
+    """
+
+    def __init__(self, code: Enum, status: int, reason: str, message: str,
+                 field: str | None = None, details: Mapping[str, Any] | None = None):
+        self.code: Any = code
+        self.status = status
+        self.reason = reason
+        self.message = message
+        self.field = field
+        self.details = dict(details) if details is not None else None
+        super().__init__(f"{status} {code.value} ({reason}): {message}")
+
+    def to_dict(self) -> dict[str, object]:
+        """The wire body of the error."""
+        body: dict[str, object] = {"code": self.code.value, "reason": self.reason,
+                                   "message": self.message}
+        if self.field is not None:
+            body["field"] = self.field
+        if self.details is not None:  # e.g. search_failed: {"failures": {space_id: reason}}
+            body["details"] = dict(self.details)
+        return body
+
+
+class MemoryCoreError(CodedError):
     """A request the engine refuses.
 
     Attributes:
@@ -47,25 +78,12 @@ class MemoryCoreError(Exception):
         (404, 'not_found')
     """
 
+    code: ErrorCode
+
     def __init__(self, code: ErrorCode, reason: str, message: str, field: str | None = None,
                  details: Mapping[str, Any] | None = None):
-        self.code = ErrorCode(code)
-        self.status = _STATUS[self.code]
-        self.reason = reason
-        self.message = message
-        self.field = field
-        self.details = dict(details) if details is not None else None
-        super().__init__(f"{self.status} {self.code.value} ({reason}): {message}")
-
-    def to_dict(self) -> dict[str, object]:
-        """The wire body of the error."""
-        body: dict[str, object] = {"code": self.code.value, "reason": self.reason,
-                                   "message": self.message}
-        if self.field is not None:
-            body["field"] = self.field
-        if self.details is not None:  # e.g. search_failed: {"failures": {space_id: reason}}
-            body["details"] = dict(self.details)
-        return body
+        code = ErrorCode(code)
+        super().__init__(code, _STATUS[code], reason, message, field, details)
 
 
 def invalid(reason: str, message: str, field: str | None = None) -> MemoryCoreError:
@@ -75,7 +93,8 @@ def invalid(reason: str, message: str, field: str | None = None) -> MemoryCoreEr
 
 def not_found(what: str, ident: str) -> MemoryCoreError:
     """Shorthand for a 404 ``not_found``."""
-    return MemoryCoreError(ErrorCode.NOT_FOUND, f"{what}_missing", f"{what} {ident!r} does not exist")
+    return MemoryCoreError(ErrorCode.NOT_FOUND, f"{what}_missing",
+                           f"{what} {ident!r} does not exist")
 
 
 def store_damaged(path: str, cause: Exception) -> MemoryCoreError:
@@ -84,7 +103,7 @@ def store_damaged(path: str, cause: Exception) -> MemoryCoreError:
     Example:
         >>> store_damaged("/data/memory.sqlite", Exception("file is not a database")).message
         "the store file '/data/memory.sqlite' is damaged or not a memory_core store: file is not a database"
-    """
+    """  # noqa: E501 (a doctest's expected output is one line)
     return MemoryCoreError(ErrorCode.STORE_DAMAGED, "unreadable_store",
                            f"the store file {path!r} is damaged or not a memory_core store: "
                            f"{cause}", "store")

@@ -2,16 +2,113 @@
 
 Every stage that removes a candidate goes through one of these helpers (or records its own
 ``Drop``), so nothing leaves the ranked list without a reason, a score and a rank.
+
+A :class:`Receipt` carries the typed :class:`memory_core.trace.Trace` of its retrieve. Its
+stored and wire form (``to_dict``) names its ``schema_version`` (:data:`SCHEMA_VERSION`);
+receipts stored before versions were written are version 1 (the same ``stages`` layout), and
+read the same way. A receipt of any other version is a ``MemoryCoreError`` naming it.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
-from memory_core.types import (Candidate, Drop, DropReason, KeptEntry, Ranked, Receipt,
-                               RetrieveRequest, SearchedEntry, frozen_map)
+from memory_core.errors import ErrorCode, MemoryCoreError
+from memory_core.trace import Trace
+from memory_core.types import (Candidate, Drop, DropReason, Ranked, RetrieveRequest,
+                               SearchedEntry, frozen_map)
+
+SCHEMA_VERSION = 2
+"""The receipt layout this engine writes; it reads this one and version 1 (no version field:
+receipts stored before the trace was typed, same ``stages`` keys)."""
+READABLE_VERSIONS = (1, SCHEMA_VERSION)
+
+
+@dataclass(frozen=True)
+class KeptEntry:
+    """A returned result as the receipt remembers it."""
+
+    memory_id: str
+    space_id: str | None
+    rank: int
+    score: float
+    channel_ranks: Mapping[str, int]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"memory_id": self.memory_id, "space_id": self.space_id, "rank": self.rank,
+                "score": self.score, "channel_ranks": dict(self.channel_ranks)}
+
+
+@dataclass(frozen=True)
+class Receipt:
+    """What one retrieve kept and cut, and why. Fetched later with ``get_receipt``.
+
+    ``trace`` is the typed stage record (a ``stages`` mapping given here is read with
+    :meth:`Trace.from_dict`); ``stages`` is its wire form, read-only.
+    """
+
+    receipt_id: str
+    created_at: str
+    request: Mapping[str, Any]
+    kept: tuple[KeptEntry, ...]
+    dropped: tuple[Drop, ...]
+    searched: tuple[SearchedEntry, ...] | None = None
+    trace: Trace = field(default_factory=Trace)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.trace, Mapping):
+            object.__setattr__(self, "trace", Trace.from_dict(self.trace))
+
+    @property
+    def stages(self) -> Mapping[str, Any]:
+        """The trace as the wire carries it (``to_dict()["stages"]``)."""
+        return frozen_map(self.trace.to_dict())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "receipt_id": self.receipt_id, "created_at": self.created_at,
+            "request": dict(self.request), "kept": [k.to_dict() for k in self.kept],
+            "dropped": [d.to_dict() for d in self.dropped],
+            "searched": None if self.searched is None else [s.to_dict() for s in self.searched],
+            "stages": self.trace.to_dict(),
+        }
+
+    @classmethod
+    def from_dict(cls, body: Mapping[str, Any]) -> Receipt:
+        """A stored receipt. Version 1 (no ``schema_version``) and :data:`SCHEMA_VERSION`
+        load; any other version, or a body its version cannot hold, is a ``MemoryCoreError``
+        (``store_damaged``, reason ``receipt_version``) naming the receipt and the version."""
+        version = body.get("schema_version", 1)
+        rid = body.get("receipt_id")
+        if version not in READABLE_VERSIONS:
+            raise MemoryCoreError(
+                ErrorCode.STORE_DAMAGED, "receipt_version",
+                f"receipt {rid!r} has schema version {version!r}; this engine reads versions "
+                f"{', '.join(map(str, READABLE_VERSIONS))}", "receipt_id")
+        try:
+            trace = Trace.from_dict(body.get("stages") or {})
+        except (KeyError, TypeError, ValueError, IndexError) as exc:
+            raise MemoryCoreError(
+                ErrorCode.STORE_DAMAGED, "receipt_version",
+                f"receipt {rid!r} (schema version {version}) cannot be read: {exc}",
+                "receipt_id") from exc
+        return cls(
+            receipt_id=body["receipt_id"], created_at=body["created_at"],
+            request=frozen_map(body["request"]),
+            kept=tuple(KeptEntry(k["memory_id"], k.get("space_id"), k["rank"], k["score"],
+                                 frozen_map(k.get("channel_ranks"))) for k in body["kept"]),
+            dropped=tuple(Drop(d["memory_id"], DropReason(d["reason"]), d["stage"], d["score"],
+                               d["rank"], d.get("detail"), d.get("space_id"))
+                          for d in body["dropped"]),
+            searched=None if body.get("searched") is None else tuple(
+                SearchedEntry(s["space_id"], s["confidence"], s.get("reason"),
+                              s.get("stage", "route")) for s in body["searched"]),
+            trace=trace,
+        )
 
 
 def cut_min_score(ranked: Ranked, min_score: float | None) -> Ranked:
@@ -46,7 +143,7 @@ def new_receipt_id() -> str:
 def build_receipt(receipt_id: str, created_at: str, request: RetrieveRequest,
                   kept: Sequence[Candidate], drops: Sequence[Drop],
                   searched: Sequence[SearchedEntry] | None,
-                  stages: Mapping[str, Any]) -> Receipt:
+                  trace: Trace) -> Receipt:
     """The receipt of one retrieve."""
     return Receipt(
         receipt_id=receipt_id, created_at=created_at, request=frozen_map(request.to_dict()),
@@ -54,5 +151,5 @@ def build_receipt(receipt_id: str, created_at: str, request: RetrieveRequest,
                    for c in kept),
         dropped=tuple(drops),
         searched=None if searched is None else tuple(searched),
-        stages=frozen_map(stages),
+        trace=trace,
     )

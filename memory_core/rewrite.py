@@ -16,7 +16,7 @@ embedding of the top hits' text read as one answer document (HyDE without a gene
 from __future__ import annotations
 
 import re
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 
 import numpy as np
@@ -43,7 +43,7 @@ def prf_terms(query: str, docs: Sequence[str], k: int) -> list[str]:
     if k <= 0:
         return []
     seen = set(content_words(query))
-    weights: Counter[str] = Counter()
+    weights: defaultdict[str, float] = defaultdict(float)
     first: dict[str, int] = {}
     for rank, doc in enumerate(docs, start=1):
         words = content_words(doc)

@@ -329,59 +329,6 @@ class ContextHit:
 
 
 @dataclass(frozen=True)
-class KeptEntry:
-    """A returned result as the receipt remembers it."""
-
-    memory_id: str
-    space_id: str | None
-    rank: int
-    score: float
-    channel_ranks: Mapping[str, int]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"memory_id": self.memory_id, "space_id": self.space_id, "rank": self.rank,
-                "score": self.score, "channel_ranks": dict(self.channel_ranks)}
-
-
-@dataclass(frozen=True)
-class Receipt:
-    """What one retrieve kept and cut, and why. Fetched later with ``get_receipt``."""
-
-    receipt_id: str
-    created_at: str
-    request: Mapping[str, Any]
-    kept: tuple[KeptEntry, ...]
-    dropped: tuple[Drop, ...]
-    searched: tuple[SearchedEntry, ...] | None = None
-    stages: Mapping[str, Any] = field(default_factory=lambda: frozen_map(None))
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "receipt_id": self.receipt_id, "created_at": self.created_at,
-            "request": dict(self.request), "kept": [k.to_dict() for k in self.kept],
-            "dropped": [d.to_dict() for d in self.dropped],
-            "searched": None if self.searched is None else [s.to_dict() for s in self.searched],
-            "stages": dict(self.stages),
-        }
-
-    @classmethod
-    def from_dict(cls, body: Mapping[str, Any]) -> Receipt:
-        return cls(
-            receipt_id=body["receipt_id"], created_at=body["created_at"],
-            request=frozen_map(body["request"]),
-            kept=tuple(KeptEntry(k["memory_id"], k.get("space_id"), k["rank"], k["score"],
-                                 frozen_map(k.get("channel_ranks"))) for k in body["kept"]),
-            dropped=tuple(Drop(d["memory_id"], DropReason(d["reason"]), d["stage"], d["score"],
-                               d["rank"], d.get("detail"), d.get("space_id"))
-                          for d in body["dropped"]),
-            searched=None if body.get("searched") is None else tuple(
-                SearchedEntry(s["space_id"], s["confidence"], s.get("reason"),
-                              s.get("stage", "route")) for s in body["searched"]),
-            stages=frozen_map(body.get("stages")),
-        )
-
-
-@dataclass(frozen=True)
 class RetrieveResponse:
     """What ``retrieve`` returns. ``to_dict`` is the wire body."""
 
@@ -417,3 +364,12 @@ class RetrieveResponse:
         if self.fallback is not None:  # the key is absent unless a fallback happened
             body["fallback"] = dict(self.fallback)
         return body
+
+
+def __getattr__(name: str) -> Any:
+    """``Receipt`` and ``KeptEntry`` live in :mod:`memory_core.receipts` (beside the typed
+    trace they carry); importing them from here still works."""
+    if name in ("Receipt", "KeptEntry"):
+        from memory_core import receipts
+        return getattr(receipts, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

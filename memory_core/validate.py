@@ -61,7 +61,7 @@ def check_text(value: Any, field: str, max_chars: int | None = None, *,
         Traceback (most recent call last):
         ...
         memory_core.errors.MemoryCoreError: 422 validation_error (invalid_text): query holds a lone surrogate (not valid Unicode text)
-    """
+    """  # noqa: E501 (a doctest's expected output is one line)
     if not isinstance(value, str):
         raise invalid("wrong_type", f"{field} must be a string, got {type(value).__name__}",
                       field)

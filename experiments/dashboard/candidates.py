@@ -2,8 +2,9 @@
 
 A receipt keeps what was returned (``kept``: final rank and score, the rank each channel gave),
 what was cut (``dropped``: reason, stage, the score and rank when cut, a detail such as
-``replaced_by_observation:mem_231``) and the trace (``stages["candidates"]``: each channel's
-list and the fused list as ``[memory_id, score, rank]`` rows, ``trace.depth`` rows each). This
+``replaced_by_observation:mem_231``) and the trace (``receipt.trace.candidates``: each channel's
+list and the fused list as :class:`~memory_core.trace.TraceRow` rows, ``trace.depth`` rows
+each). This
 module joins the three into :class:`CandidateTable`: one row per (space, memory), columns in the
 order a reader follows the pipeline:
 
@@ -25,7 +26,8 @@ Scores live on different scales, so every score column has a :class:`ScoreScale`
 duplicate collapsed into), so the dashboard can link to it.
 
 Example:
-    >>> from memory_core.types import Drop, DropReason, KeptEntry, Receipt, frozen_map
+    >>> from memory_core.receipts import KeptEntry, Receipt
+    >>> from memory_core.types import Drop, DropReason, frozen_map
     >>> r = Receipt("rcpt_1", "2024-01-01T00:00:00Z", frozen_map({"query": "q"}),
     ...             (KeptEntry("mem_2", "s", 1, 1.0, frozen_map({"dense": 2})),),
     ...             (Drop("mem_1", DropReason.DEDUP, "prefer_observations", 0.0328, 1,
@@ -50,6 +52,7 @@ from typing import Any
 
 import polars as pl
 
+from memory_core.trace import RerankTrace
 from memory_core.types import DropReason, Memory, Receipt
 
 TAGS_SHOWN = 3
@@ -114,21 +117,20 @@ class CandidateTable:
         return hit.row(0, named=True) if hit.height else None
 
 
-def final_scale(stages: Mapping[str, Any]) -> tuple[ScoreScale, str]:
-    """The scale of the returned scores and the scorer's name, from ``stages["rerank"]``.
+def final_scale(rerank: RerankTrace | None) -> tuple[ScoreScale, str]:
+    """The scale of the returned scores and the scorer's name, from the trace's ``rerank``.
 
-    ``status == "ok"`` with ``scorer == "stacked"``: calibrated probability; ``status == "ok"``
-    otherwise: cross-encoder; no rerank (fast mode) or a fallback: position.
+    ``ok`` with ``scorer == "stacked"``: calibrated probability; ``ok`` otherwise:
+    cross-encoder; no rerank (fast mode) or a fallback: position.
 
     Example:
-        >>> final_scale({"rerank": {"status": "ok", "scorer": "stacked"}})[0].value
+        >>> final_scale(RerankTrace("ok", "stacked"))[0].value
         'calibrated probability'
-        >>> final_scale({"rerank": {"status": "fallback"}})[0].value
+        >>> final_scale(RerankTrace("fallback", "stacked"))[0].value
         'position'
     """
-    block = stages.get("rerank")
-    if isinstance(block, Mapping) and block.get("status") == "ok":
-        scorer = str(block.get("scorer") or "cross_encoder")
+    if rerank is not None and rerank.ok:
+        scorer = rerank.scorer or "cross_encoder"
         if scorer == "stacked":
             return ScoreScale.CALIBRATED, scorer
         return ScoreScale.CROSS_ENCODER, scorer
@@ -160,36 +162,31 @@ def compact_tags(tags: Sequence[str], shown: int = TAGS_SHOWN) -> str:
 
 
 def _trace(receipt: Receipt) -> dict[tuple[str | None, str], dict[str, tuple[float, int]]]:
-    """(space, memory) -> {list name: (score, rank)} from ``stages["candidates"]``."""
+    """(space, memory) -> {list name: (score, rank)} from the trace's candidate lists."""
     out: dict[tuple[str | None, str], dict[str, tuple[float, int]]] = {}
-    block = receipt.stages.get("candidates")
-    if not isinstance(block, Mapping):
-        return out
-    for space, lists in block.items():
-        if not isinstance(lists, Mapping):
-            continue
-        for name, entries in lists.items():
-            for memory_id, score, rank in entries or ():
-                out.setdefault((space, str(memory_id)), {}).setdefault(
-                    str(name), (float(score), int(rank)))
+    for space, lists in receipt.trace.candidates.items():
+        named = [*lists.lists.items(), *([("fused", lists.fused)] if lists.fused else [])]
+        for name, entries in named:
+            for entry in entries:
+                out.setdefault((space, entry.memory_id), {}).setdefault(
+                    name, (entry.score, entry.rank))
     return out
 
 
-def _rerank_rows(stages: Mapping[str, Any]) -> tuple[tuple[str, ...], dict[str, dict[str, Any]]]:
-    """The learned scorer's per-candidate rows (``stages["rerank"]["rows"]``): feature names
+def _rerank_rows(rerank: RerankTrace | None
+                 ) -> tuple[tuple[str, ...], dict[str, dict[str, Any]]]:
+    """The learned scorer's per-candidate rows (the trace's ``rerank.rows``): feature names
     and memory id -> {score, fused_rank, features}. Empty without them."""
-    block = stages.get("rerank")
-    if not isinstance(block, Mapping) or not block.get("rows"):
+    if rerank is None or not rerank.rows:
         return (), {}
-    names = tuple(str(n) for n in block.get("features") or ())
+    names = rerank.features or ()
     rows: dict[str, dict[str, Any]] = {}
-    for r in block["rows"]:
-        values = list(r.get("features") or [])
-        if names and len(values) != len(names):
-            raise ValueError(f"rerank row of {r.get('memory_id')} has {len(values)} feature "
+    for r in rerank.rows:
+        if names and len(r.features) != len(names):
+            raise ValueError(f"rerank row of {r.memory_id} has {len(r.features)} feature "
                              f"values for {len(names)} names")
-        rows[str(r["memory_id"])] = {"score": r.get("score"), "fused_rank": r.get("fused_rank"),
-                                     "features": dict(zip(names, values, strict=True))}
+        rows[r.memory_id] = {"score": r.score, "fused_rank": r.fused_rank,
+                             "features": dict(zip(names, r.features, strict=True))}
     return names, rows
 
 
@@ -209,8 +206,8 @@ def candidate_table(receipt: Receipt, memories: Mapping[str, Memory] | None = No
     mems = dict(memories or {})
     gold_set = set(gold) if gold is not None else None
     trace = _trace(receipt)
-    scale, scorer = final_scale(receipt.stages)
-    feature_names, learned = _rerank_rows(receipt.stages)
+    scale, scorer = final_scale(receipt.trace.rerank)
+    feature_names, learned = _rerank_rows(receipt.trace.rerank)
     traced_channels = {name for lists in trace.values() for name in lists if name != "fused"}
     kept_channels = {c for k in receipt.kept for c in k.channel_ranks}
     order = [c for c in CHANNEL_UNITS if c in traced_channels | kept_channels]
@@ -297,17 +294,17 @@ def candidate_table(receipt: Receipt, memories: Mapping[str, Memory] | None = No
     scales["final_score"] = scale
     notes = []
     if beyond_trace and spaces_traced:
-        depth = max((len(v) for lists in (receipt.stages.get("candidates") or {}).values()
-                     if isinstance(lists, Mapping) for v in lists.values()), default=0)
+        depth = max((len(v) for lists in receipt.trace.candidates.values()
+                     for v in [*lists.lists.values(), lists.fused or ()]), default=0)
         notes.append(f"{beyond_trace} rows were past the trace's {depth} rows per list: "
                      "their channel and fused ranks are not recorded (blank).")
     elif not spaces_traced:
         notes.append("This receipt has no trace (written before traces existed): channel ranks "
                      "of returned memories only, no fused or dropped ranks.")
-    if isinstance(receipt.stages.get("fallback"), Mapping):
-        fb = receipt.stages["fallback"]
-        notes.append(f"The {fb.get('stage')} stage fell back to {fb.get('used')} "
-                     f"({fb.get('reason')}): scores are positions.")
+    fb = receipt.trace.fallback
+    if fb is not None:
+        notes.append(f"The {fb.stage} stage fell back to {fb.used} "
+                     f"({fb.reason}): scores are positions.")
     return CandidateTable(frame, scales, channels, feature_names, scale, scorer, tuple(notes))
 
 

@@ -32,9 +32,6 @@ Example:
 
 from __future__ import annotations
 
-import dataclasses
-
-import math
 import threading
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
@@ -42,7 +39,8 @@ from typing import Any, Protocol, runtime_checkable
 from memory_core.config import RerankSpec
 from memory_core.embed import weights_sha256
 from memory_core.rerank.models import ResolvedModel, resolve_model
-from memory_core.types import Candidate, Drop, DropReason, Ranked
+from memory_core.rerank.pool import checked_scores, score_head
+from memory_core.types import Candidate, Ranked
 
 
 @runtime_checkable
@@ -60,16 +58,6 @@ class RerankerOutputError(ValueError):
     """A reranker returned the wrong number of scores or a non-finite one."""
 
 
-def _checked_scores(scores: Sequence[float], n: int) -> list[float]:
-    values = [float(s) for s in scores]
-    if len(values) != n:
-        raise RerankerOutputError(f"reranker returned {len(values)} scores for {n} texts")
-    bad = [i for i, v in enumerate(values) if not math.isfinite(v)]
-    if bad:
-        raise RerankerOutputError(f"reranker returned non-finite scores at positions {bad[:5]}")
-    return values
-
-
 def rerank_pool(ranked: Ranked, query: str, texts: Mapping[str, str], reranker: Reranker,
                 pool: int) -> Ranked:
     """Score the first ``pool`` candidates with ``reranker`` and order them by score.
@@ -79,17 +67,10 @@ def rerank_pool(ranked: Ranked, query: str, texts: Mapping[str, str], reranker: 
     and :class:`RerankerOutputError` for a wrong-length or non-finite score list; the caller
     decides between an error and a recorded fallback.
     """
-    if pool < 1:
-        raise ValueError(f"pool must be >= 1, got {pool}")
-    head, tail = ranked.candidates[:pool], ranked.candidates[pool:]
-    scores = _checked_scores(reranker.score(query, [texts[c.memory_id] for c in head])
-                             if head else [], len(head))
-    scored = [dataclasses.replace(c, score=s)
-              for c, s in zip(head, scores, strict=True)]
-    order = sorted(range(len(scored)), key=lambda i: (-scored[i].score, i))
-    drops = [Drop(c.memory_id, DropReason.LIMIT, "rerank", c.score, c.rank,
-                  f"beyond rerank.pool={pool}", c.space_id) for c in tail]
-    return ranked.reranked([scored[i] for i in order], drops)
+    def score(head: Sequence[Candidate]) -> list[float]:
+        return checked_scores(reranker.score(query, [texts[c.memory_id] for c in head]),
+                              len(head), RerankerOutputError, "reranker", "texts")
+    return score_head(ranked, pool, score)
 
 
 class CrossEncoderReranker:

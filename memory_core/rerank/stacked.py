@@ -39,11 +39,9 @@ Example:
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import hashlib
 import json
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,7 +51,8 @@ import numpy as np
 
 from memory_core.errors import MemoryCoreError, invalid
 from memory_core.rerank.features import FEATURE_NAMES, FeatureMismatch, check_names
-from memory_core.types import Drop, DropReason, Ranked
+from memory_core.rerank.pool import checked_scores, score_head
+from memory_core.types import Candidate, Ranked
 
 MODEL_FILE = "model.joblib"
 CARD_FILE = "card.json"
@@ -77,32 +76,19 @@ class ScorerOutputError(ValueError):
     """A relevance model returned the wrong number of scores or a non-finite one."""
 
 
-def _checked(scores: Sequence[float], n: int) -> list[float]:
-    values = [float(s) for s in scores]
-    if len(values) != n:
-        raise ScorerOutputError(f"the relevance model returned {len(values)} scores for {n} rows")
-    bad = [i for i, v in enumerate(values) if not math.isfinite(v)]
-    if bad:
-        raise ScorerOutputError(f"the relevance model returned non-finite scores at {bad[:5]}")
-    return values
-
-
 def score_pool(ranked: Ranked, features: np.ndarray, model: RelevanceModel,
                pool: int) -> Ranked:
     """Score the first ``pool`` candidates (``features``: their rows, in order) and order them
-    by probability (ties: fused order); the rest become ``limit`` drops of stage ``rerank``."""
-    if pool < 1:
-        raise ValueError(f"pool must be >= 1, got {pool}")
-    head, tail = ranked.candidates[:pool], ranked.candidates[pool:]
-    if features.shape[0] != len(head):
-        raise ValueError(f"{features.shape[0]} feature rows for {len(head)} candidates")
-    scores = _checked(model.predict(features, [c.memory_id for c in head]) if head else [],
-                      len(head))
-    scored = [dataclasses.replace(c, score=s) for c, s in zip(head, scores, strict=True)]
-    order = sorted(range(len(scored)), key=lambda i: (-scored[i].score, i))
-    drops = [Drop(c.memory_id, DropReason.LIMIT, "rerank", c.score, c.rank,
-                  f"beyond rerank.pool={pool}", c.space_id) for c in tail]
-    return ranked.reranked([scored[i] for i in order], drops)
+    by probability (ties: fused order); the rest become ``limit`` drops of stage ``rerank``
+    (:func:`memory_core.rerank.pool.score_head`)."""
+    n_head = len(ranked.candidates[:max(pool, 0)])
+    if pool >= 1 and features.shape[0] != n_head:
+        raise ValueError(f"{features.shape[0]} feature rows for {n_head} candidates")
+
+    def predict(head: Sequence[Candidate]) -> list[float]:
+        return checked_scores(model.predict(features, [c.memory_id for c in head]), len(head),
+                              ScorerOutputError, "the relevance model", "rows")
+    return score_head(ranked, pool, predict)
 
 
 def file_sha256(path: Path) -> str:

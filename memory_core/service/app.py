@@ -125,7 +125,7 @@ def create_app(engine: MemoryEngine, keys: KeyStore,
 
     svc = Service(engine, keys, settings or ServiceSettings())
     app = FastAPI(title="memory_core", version="1", summary="Agent memory retrieval with receipts",
-                  description=__doc__)
+                  description=__doc__ or "")
     app.state.service = svc
 
     async def principal(request: Request, creds: HTTPAuthorizationCredentials | None

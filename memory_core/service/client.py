@@ -13,17 +13,17 @@ service's status, code and reason.
 from __future__ import annotations
 
 import os
-from urllib.parse import quote
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 
 from memory_core.errors import ErrorCode, MemoryCoreError
 from memory_core.service.errors import STATUS, ServiceCode
-from memory_core.types import (ContextHit, Receipt, Result, RetrieveResponse, SearchedEntry,
-                               Tier, frozen_map)
+from memory_core.service.models import MemoryBody
+from memory_core.types import (ContextHit, Receipt, Result, RetrieveResponse, SearchedEntry, Tier,
+                               frozen_map)
 
 API_KEY_ENV = "MEMORY_CORE_API_KEY"
 TIMEOUT_S = 60.0  # a cold accurate-mode request loads the cross-encoder
@@ -51,26 +51,8 @@ def unreachable(url: str, exc: Exception) -> RemoteError:
         "message": f"cannot reach the service at {url}: {type(exc).__name__}: {exc}"})
 
 
-@dataclass(frozen=True)
-class RemoteMemory:
-    """A stored memory as ``GET /v1/memories/{id}`` returns it."""
-
-    memory_id: str
-    space_id: str
-    content: str
-    memory_type: str
-    source_ids: tuple[str, ...]
-    metadata: Mapping[str, Any]
-    document_id: str | None
-    tags: tuple[str, ...]
-    entities: tuple[str, ...]
-    timestamp: str
-    recorded_at: str
-    occurred_start: str | None
-    occurred_end: str | None
-    user_id: str | None
-    agent_id: str | None
-    session_id: str | None
+# a stored memory as ``GET /v1/memories/{id}`` returns it (the wire model, one declaration)
+RemoteMemory = MemoryBody
 
 
 def response_from_dict(body: Mapping[str, Any]) -> RetrieveResponse:
@@ -134,8 +116,7 @@ class RemoteEngine:
 
     def get_memory(self, memory_id: str) -> RemoteMemory:
         body = self._call("GET", f"/v1/memories/{quote(memory_id, safe='')}")
-        return RemoteMemory(**{**body, **{k: tuple(body[k]) for k in
-                                          ("source_ids", "tags", "entities")}})
+        return RemoteMemory.model_validate(body)
 
     def get_receipt(self, receipt_id: str) -> Receipt:
         return Receipt.from_dict(self._call("GET", f"/v1/receipts/{quote(receipt_id, safe='')}"))

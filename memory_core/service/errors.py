@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from enum import Enum
 
+from memory_core.errors import CodedError
+
 
 class ServiceCode(str, Enum):
     """``code`` of an error only the service raises, with its HTTP status."""
@@ -30,7 +32,7 @@ STATUS = {
 }
 
 
-class ServiceError(Exception):
+class ServiceError(CodedError):
     """A request the service refuses before (or instead of) the engine.
 
     Example:
@@ -39,17 +41,8 @@ class ServiceError(Exception):
         (403, 'forbidden')
     """
 
-    def __init__(self, code: ServiceCode, reason: str, message: str, field: str | None = None):
-        self.code = ServiceCode(code)
-        self.status = STATUS[self.code]
-        self.reason = reason
-        self.message = message
-        self.field = field
-        super().__init__(f"{self.status} {self.code.value} ({reason}): {message}")
+    code: ServiceCode
 
-    def to_dict(self) -> dict[str, object]:
-        body: dict[str, object] = {"code": self.code.value, "reason": self.reason,
-                                   "message": self.message}
-        if self.field is not None:
-            body["field"] = self.field
-        return body
+    def __init__(self, code: ServiceCode, reason: str, message: str, field: str | None = None):
+        code = ServiceCode(code)
+        super().__init__(code, STATUS[code], reason, message, field)

@@ -7,7 +7,8 @@ They are generated from the engine's own declarations so the two cannot drift:
   fails ``tests/service/test_models.py``, which names it);
 - :data:`WriteItem` has exactly :data:`memory_core.engine.WRITE_FIELDS`;
 - :data:`ResultBody` has exactly the fields of :class:`memory_core.types.Result`, typed from its
-  annotations; :data:`HitBody` is the same in camelCase;
+  annotations; :data:`HitBody` is the same in camelCase; :data:`MemoryBody` has the fields of
+  :class:`memory_core.types.Memory` less the store's bookkeeping (:data:`MEMORY_INTERNAL`);
 - the agent API's bodies are built from :func:`memory_core.service.wire.agent_fields`.
 
 The engine validates every request itself (the service passes the raw JSON through), so an
@@ -27,12 +28,14 @@ from memory_core.engine import WRITE_FIELDS
 from memory_core.engine_routing import ROLES
 from memory_core.request import FIELDS, ROUTES, TAGS_MATCH
 from memory_core.service.wire import agent_fields, to_camel
-from memory_core.types import (BlockOrder, Include, MemoryType, Mode, Result, Retrieval,
+from memory_core.types import (BlockOrder, Include, Memory, MemoryType, Mode, Result, Retrieval,
                                ScopeView, Tier)
 
-Role = Literal[ROLES]  # type: ignore[valid-type]
-Route = Literal[ROUTES]  # type: ignore[valid-type]
-TagsMatch = Literal[TAGS_MATCH]  # type: ignore[valid-type]
+# Literals built at run time from the engine's tuples (one source for the values); a type
+# checker cannot read them, so they are declared Any
+Role: Any = Literal[ROLES]  # type: ignore[valid-type]
+Route: Any = Literal[ROUTES]  # type: ignore[valid-type]
+TagsMatch: Any = Literal[TAGS_MATCH]  # type: ignore[valid-type]
 
 # request field -> (type, Field(...)); every field is optional on the wire except ``query``
 FIELD_TYPES: dict[str, tuple[Any, Any]] = {
@@ -189,6 +192,12 @@ def _dataclass_model(name: str, cls: type, rename: Any = None, drop: tuple[str, 
 
 ResultBody = _dataclass_model("ResultBody", Result)
 HitBody = _dataclass_model("HitBody", Result, rename=to_camel)
+# a stored memory on the wire: every field of Memory but the store's own bookkeeping
+MEMORY_INTERNAL = ("rowid", "content_hash", "passage_id", "timestamp_sent")
+MEMORY_FIELDS = tuple(f.name for f in dataclasses.fields(Memory) if f.name not in MEMORY_INTERNAL)
+MemoryBody = _dataclass_model("MemoryBody", Memory, drop=MEMORY_INTERNAL)
+MemoryBody.__doc__ = ("``GET /v1/memories/{memory_id}``: a stored memory (no score: nothing "
+                      "was asked).")
 
 
 class SearchedBody(BaseModel):
@@ -267,27 +276,6 @@ class ReceiptBody(BaseModel):
     dropped: list[DropBody]
     searched: list[SearchedBody] | None
     stages: dict[str, Any]
-
-
-class MemoryBody(BaseModel):
-    """``GET /v1/memories/{memory_id}``: a stored memory (no score: nothing was asked)."""
-
-    memory_id: str
-    space_id: str
-    content: str
-    memory_type: MemoryType
-    source_ids: list[str]
-    metadata: dict[str, Any]
-    document_id: str | None
-    tags: list[str]
-    entities: list[str]
-    timestamp: str
-    recorded_at: str
-    occurred_start: str | None
-    occurred_end: str | None
-    user_id: str | None
-    agent_id: str | None
-    session_id: str | None
 
 
 class TraceRef(BaseModel):

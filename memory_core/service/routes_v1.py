@@ -56,13 +56,11 @@ def space_body(space: Space, role: str) -> dict[str, Any]:
 
 
 def memory_body(m: Memory) -> dict[str, Any]:
-    return {"memory_id": m.memory_id, "space_id": m.space_id, "content": m.content,
-            "memory_type": m.memory_type.value, "source_ids": list(m.source_ids),
-            "metadata": dict(m.metadata), "document_id": m.document_id, "tags": list(m.tags),
-            "entities": list(m.entities), "timestamp": m.timestamp,
-            "recorded_at": m.recorded_at, "occurred_start": m.occurred_start,
-            "occurred_end": m.occurred_end, "user_id": m.user_id, "agent_id": m.agent_id,
-            "session_id": m.session_id}
+    """A stored memory as the wire shows it: ``timestamp`` as the writer sent it (the store
+    keeps a normalised UTC instant beside it for ordering), as the retrieve hits do."""
+    body = models.MemoryBody.model_validate(m, from_attributes=True).model_dump(mode="json")
+    body["timestamp"] = m.timestamp_as_sent
+    return body
 
 
 def router(svc: Service, principal: Callable[..., Any]) -> APIRouter:

@@ -17,6 +17,7 @@ import logging
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import cast
 
 from memory_core.engine import MemoryEngine
 from memory_core.service.keys import KeyStore
@@ -37,7 +38,7 @@ def resolve_factory(spec: str | None) -> EngineFactory:
     factory = getattr(importlib.import_module(module), name, None)
     if not callable(factory):
         raise ValueError(f"--engine-factory {spec!r} does not name a callable")
-    return factory
+    return cast(EngineFactory, factory)
 
 
 def _log_to_stderr() -> None:

@@ -18,7 +18,8 @@ from streamlit.testing.v1 import AppTest
 from experiments.compare import compare, load_run
 from experiments.stats import paired_test
 from memory_core import MemoryEngine
-from memory_core.types import SearchedEntry, frozen_map
+from memory_core.trace import ExpansionTrace, RerankRow, RerankTrace
+from memory_core.types import SearchedEntry
 
 APP = Path(__file__).resolve().parents[2] / "app.py"
 pytestmark = pytest.mark.model
@@ -407,7 +408,8 @@ def test_store_directory_shows_routing_and_subjects(tiny_outputs, tmp_path, hash
             base, receipt_id="rcpt_routed",
             searched=(SearchedEntry("payments", 0.91, None), SearchedEntry("mobile", 0.12,
                                                                            "search_failed")),
-            stages=frozen_map({**base.stages, "subjects": ["who owns pricing", "what moved"]}))
+            trace=dataclasses.replace(base.trace, expansion=ExpansionTrace(
+                True, ("who owns pricing", "what moved"))))
         eng.store.save_receipt(routed)
     monkeypatch.setenv("MEMORY_CORE_OUTPUTS", str(tmp_path / "no-outputs"))
     at = AppTest.from_file(str(APP), default_timeout=120)
@@ -430,7 +432,7 @@ def test_store_directory_shows_routing_and_subjects(tiny_outputs, tmp_path, hash
 
 def test_learned_scorer_receipt_shows_features_and_calibrated_scale(tmp_path, hash_embedder,
                                                                    monkeypatch):
-    """A receipt in the learned scorer's shape (``stages["rerank"]`` with ``scorer: stacked``,
+    """A receipt in the learned scorer's shape (the trace's ``rerank`` with ``scorer: stacked``,
     feature names and per-candidate rows) shows its rerank rank and score, one column per
     feature (blank where missing) and says the scores are calibrated probabilities."""
     store = tmp_path / "store"
@@ -449,11 +451,11 @@ def test_learned_scorer_receipt_shows_features_and_calibrated_scale(tmp_path, ha
         kept = tuple(dataclasses.replace(k, score=scores[k.memory_id]) for k in base.kept)
         stacked = dataclasses.replace(
             base, receipt_id="rcpt_stacked", kept=kept,
-            stages=frozen_map({**base.stages, "rerank": {
-                "status": "ok", "scorer": "stacked", "model": "stacked-test", "pool": 3,
-                "scored": 2, "ms": 0.4, "features": names,
-                "rows": [{"memory_id": m, "score": scores[m], "fused_rank": i,
-                          "features": values[m]} for i, m in enumerate(order, start=1)]}}))
+            trace=dataclasses.replace(base.trace, rerank=RerankTrace(
+                "ok", "stacked", pool=3, scored=2, model="stacked-test", ms=0.4,
+                features=tuple(names),
+                rows=tuple(RerankRow(m, scores[m], i, tuple(values[m]))
+                           for i, m in enumerate(order, start=1)))))
         eng.store.save_receipt(stacked)
     assert len(ids) == 3
     monkeypatch.setenv("MEMORY_CORE_OUTPUTS", str(tmp_path / "no-outputs"))

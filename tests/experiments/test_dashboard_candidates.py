@@ -7,6 +7,7 @@ import pytest
 
 from experiments.dashboard.candidates import (ScoreScale, candidate_table, compact_tags,
                                               drop_target, final_scale)
+from memory_core.trace import RerankTrace
 from memory_core.types import Drop, DropReason, KeptEntry, Memory, MemoryType, Receipt, frozen_map
 
 
@@ -162,10 +163,9 @@ def test_receipt_without_trace_says_so():
 
 
 def test_scale_target_and_tags_helpers():
-    assert final_scale({})[0] is ScoreScale.POSITION
-    assert final_scale({"rerank": {"status": "ok"}}) == (ScoreScale.CROSS_ENCODER,
-                                                          "cross_encoder")
-    assert final_scale({"rerank": {"status": "fallback"}})[0] is ScoreScale.POSITION
+    assert final_scale(None)[0] is ScoreScale.POSITION
+    assert final_scale(RerankTrace("ok")) == (ScoreScale.CROSS_ENCODER, "cross_encoder")
+    assert final_scale(RerankTrace("fallback", "stacked"))[0] is ScoreScale.POSITION
     assert drop_target("exact_duplicate_of:mem_7") == "mem_7"
     assert drop_target("replaced_by_observation:mem_231") == "mem_231"
     assert drop_target("score<0.5") is None and drop_target(None) is None

@@ -15,7 +15,8 @@ import pytest
 
 from experiments import readers
 from memory_core import MemoryCoreError, MemoryEngine
-from memory_core.types import Drop, DropReason, SearchedEntry, frozen_map
+from memory_core.trace import ExpansionTrace, Trace
+from memory_core.types import Drop, DropReason, SearchedEntry
 
 
 def _write_run(path, metrics=None, rows=None):
@@ -227,7 +228,7 @@ def test_receipt_view_shows_missing_memories_routing_and_subjects(store):
         base, receipt_id="rcpt_odd",
         dropped=base.dropped + (Drop("mem_999", DropReason.LIMIT, "limit", 0.1, 9),),
         searched=(SearchedEntry(None, 0.2, "low_confidence"),),
-        stages=frozen_map({"expand": {"subjects": [{"subject": "who owns"}, "what changed"]}}))
+        trace=Trace(expansion=ExpansionTrace(True, ("who owns", "what changed"))))
     eng.store.save_receipt(odd)
     view = readers.receipt_view(eng, "rcpt_odd")
     assert view.dropped["limit"].filter(pl.col("memory_id") == "mem_999")["content"].item() \

@@ -13,8 +13,9 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 from experiments.data.synthetic import WorldSpec, generate_world, tiny_spec
+from experiments.expand import run_expand
 from experiments.routing import (RoutingCase, calibrate_thresholds, fit_temperature,
-                                 make_cases, reliability, run_expand, run_routing)
+                                 make_cases, reliability, run_routing)
 from memory_core import MemoryEngine
 from memory_core.config import EngineSpec, RoutingSpec
 from memory_core.routing import SpaceScore, Thresholds, decide

@@ -9,7 +9,8 @@ import polars as pl
 import pytest
 from hydra import compose, initialize_config_dir
 
-from experiments.thresholds import analyse, check_monotone, compare_modes, pooled_auc
+from experiments.compare import compare_modes
+from experiments.thresholds import analyse, check_monotone, pooled_auc
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
 

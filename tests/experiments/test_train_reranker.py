@@ -7,8 +7,9 @@ import json
 import pytest
 
 from experiments.data.synthetic import generate_world, tiny_spec
-from experiments.train_reranker import (Mined, SourceSpec, _load_source, compose_train_config,
-                                        ensure_trained, evaluate_heldout, mine, recipe_from_config,
+from experiments.rerank_data import load_source
+from experiments.train_reranker import (Mined, SourceSpec, compose_train_config, ensure_trained,
+                                        evaluate_heldout, mine, recipe_from_config,
                                         recipe_from_mapping, split_check, split_groups,
                                         training_pairs)
 from memory_core.config import EngineSpec, RerankSpec
@@ -57,7 +58,7 @@ def test_unknown_recipe_keys_fail():
 def test_auto_source_without_data_dir_is_skipped_and_says_why(monkeypatch):
     monkeypatch.delenv("MEMORY_CORE_DATA_DIR", raising=False)
     src = SourceSpec(enabled="auto", data={"name": "locomo"})
-    dataset, status = _load_source("locomo", src, None)
+    dataset, status = load_source("locomo", src, None)
     assert dataset is None and "no data directory" in status
 
 

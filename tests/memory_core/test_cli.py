@@ -176,7 +176,9 @@ def test_include_maps_to_request_values():
     assert parse([*base, "facts"]).include == "facts"
 
 
-def test_only_given_flags_reach_the_request(cli, store, filled, monkeypatch):
+@pytest.fixture
+def retrieve_calls(monkeypatch):
+    """The keyword fields of every MemoryEngine.retrieve call (the call still runs)."""
     seen = []
     original = MemoryEngine.retrieve
 
@@ -185,6 +187,11 @@ def test_only_given_flags_reach_the_request(cli, store, filled, monkeypatch):
         return original(self, request, **fields)
 
     monkeypatch.setattr(MemoryEngine, "retrieve", spy)
+    return seen
+
+
+def test_only_given_flags_reach_the_request(cli, store, filled, retrieve_calls):
+    seen = retrieve_calls
     code, _, err = cli("recall", "--store", store, "--space", "payments", "billing report",
                        "--json")
     assert code == 0, err
@@ -211,15 +218,8 @@ def test_only_given_flags_reach_the_request(cli, store, filled, monkeypatch):
         "lens": [["org/acme"], ["team/a", "project/b"]]}
 
 
-def test_seed_004_flags_map_onto_request_fields(cli, store, filled, monkeypatch):
-    seen = []
-    original = MemoryEngine.retrieve
-
-    def spy(self, request=None, /, **fields):
-        seen.append(fields)
-        return original(self, request, **fields)
-
-    monkeypatch.setattr(MemoryEngine, "retrieve", spy)
+def test_seed_004_flags_map_onto_request_fields(cli, store, filled, retrieve_calls):
+    seen = retrieve_calls
     code, _, err = cli("recall", "--store", store, "--space", "payments", "billing", "--json",
                        "--mode", "bm25", "--mode", "fast", "--at-instant", "2030-01-01T00:00:00Z",
                        "--valid-from", "2024-01-01T00:00:00Z",

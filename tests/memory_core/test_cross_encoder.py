@@ -267,7 +267,8 @@ def test_tiny_cross_encoder_reranks_by_its_own_scores(tiny_cross_encoder, minilm
 
 @pytest.mark.model
 def test_default_spec_finds_the_trained_model_by_name(tiny_cross_encoder, hash_embedder):
-    spec = dataclasses.replace(EngineSpec(), rerank=RerankSpec(scorer="cross_encoder", trained="tiny"))
+    spec = dataclasses.replace(EngineSpec(),
+                               rerank=RerankSpec(scorer="cross_encoder", trained="tiny"))
     eng = MemoryEngine.open(":memory:", spec, embedder=hash_embedder)
     assert Mode.ACCURATE in eng.available_modes
     assert eng.reranker.resolved.source == "trained"

@@ -11,30 +11,18 @@ memories were acknowledged before the kill. A model-free hash embedder keeps it 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import random
-import re
 import sys
+from pathlib import Path
 
-import numpy as np
+# run as a script (python crash_child.py ...) the repository root is not on sys.path
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from benchmarks.hash_engine import HashEmbedder  # the model-free embedder
 from memory_core import MemoryCoreError, MemoryEngine
 from memory_core.config import EngineSpec
 
-
-class HashEmbedder:
-    dim = 64
-
-    def embed(self, texts):
-        out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        for i, t in enumerate(texts):
-            for w in re.findall(r"\w+", t.lower()):
-                out[i, int(hashlib.md5(w.encode()).hexdigest(), 16) % self.dim] += 1.0
-        norms = np.linalg.norm(out, axis=1, keepdims=True)
-        return out / np.where(norms == 0, 1, norms)
-
-    def identity(self):
-        return {"model": "hash-bow-64", "weights_sha256": "none"}
+__all__ = ["HashEmbedder", "spec", "text"]
 
 
 def spec() -> EngineSpec:

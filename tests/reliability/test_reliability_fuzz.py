@@ -2,8 +2,9 @@
 raises :class:`MemoryCoreError`, and a refused write changes nothing.
 
 ``MEMORY_CORE_FUZZ_EXAMPLES`` sets the examples per test (CI: 700 each, 3,500 examples and
-about 5,600 calls over five tests; the issue's figure: 2,000 each, 16,000 calls). Derandomised, so a run is reproducible. Model-free: a hash
-embedder and a word-overlap reranker (accurate mode runs too).
+about 5,600 calls over five tests; the issue's figure: 2,000 each, 16,000 calls).
+Derandomised, so a run is reproducible. Model-free: a hash embedder and a word-overlap
+reranker (accurate mode runs too).
 """
 
 from __future__ import annotations
@@ -230,8 +231,10 @@ def test_by_id_reads_answer_or_refuse_cleanly(eng, ident, principal):
 @FUZZ
 @given(space=st.one_of(words, any_text, anything), description=st.one_of(words, anything),
        default=st.one_of(st.booleans(), anything),
-       members=st.one_of(st.none(), st.dictionaries(st.one_of(words, any_text, st.integers()), st.one_of(
-           st.sampled_from(["owner", "developer", "viewer"]), anything), max_size=3), anything),
+       members=st.one_of(st.none(), st.dictionaries(
+           st.one_of(words, any_text, st.integers()),
+           st.one_of(st.sampled_from(["owner", "developer", "viewer"]), anything), max_size=3),
+           anything),
        note=st.one_of(st.sampled_from(["Alice works at Globex."]), any_text, anything),
        sources=st.one_of(st.lists(st.sampled_from(["mem_1", "mem_2", "mem_999"]), max_size=3),
                          anything))

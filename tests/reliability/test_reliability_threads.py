@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import sys
-import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -54,12 +54,11 @@ def test_threads_never_index_twice_and_always_read_after_flush(tmp_path, run):
         except BaseException as exc:  # noqa: BLE001
             errors.append(exc)
 
-    threads = [threading.Thread(target=writer, args=(k,)) for k in range(3)]
-    threads += [threading.Thread(target=reader) for _ in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    with ThreadPoolExecutor(max_workers=5) as pool:  # all five at once; exits when all end
+        for k in range(3):
+            pool.submit(writer, k)
+        for _ in range(2):
+            pool.submit(reader)
     assert errors == []
     assert missed == [] and sum(duplicated) == 0
     dense = eng._components.dense

@@ -1,4 +1,5 @@
-"""Fixtures of the service tests: a live, seeded ``memory-core serve`` (benchmarks/live_service.py)."""
+"""Fixtures of the service tests: a live, seeded ``memory-core serve``
+(benchmarks/live_service.py)."""
 
 from __future__ import annotations
 

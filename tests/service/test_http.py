@@ -223,6 +223,15 @@ def test_the_key_decides_the_principal(service):
     assert agent.status_code == 422 and agent.json()["field"] == "principal"
 
 
+def test_a_memory_by_id_shows_its_timestamp_as_sent(service):
+    with service.client("dave") as c:
+        w = c.post("/v1/memories", json={"space_id": "pay", "content": "offset note",
+                                         "timestamp": "2024-05-01T12:00:00+02:00"})
+        assert w.status_code == 201, w.text
+        mid = w.json()["memory_id"]
+        assert c.get(f"/v1/memories/{mid}").json()["timestamp"] == "2024-05-01T12:00:00+02:00"
+
+
 def test_receipts_and_memories_by_id_stay_with_their_principal(service):
     with service.client("carol") as c:
         r = c.post("/v1/retrieve", json={"query": "launch", "space_id": "carol-notes",

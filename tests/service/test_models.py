@@ -15,8 +15,11 @@ from memory_core.config import EngineSpec
 from memory_core.engine import WRITE_FIELDS
 from memory_core.request import FIELDS
 from memory_core.service import models, wire
+from memory_core.service.client import RemoteMemory
 from memory_core.service.keys import KeyStore, hash_key
-from memory_core.types import ContextHit, Result, RetrieveResponse, SearchedEntry, Tier
+from memory_core.service.routes_v1 import memory_body
+from memory_core.types import (ContextHit, Memory, Result, RetrieveResponse, SearchedEntry,
+                               Tier)
 
 
 def test_the_request_model_has_exactly_the_engines_fields_each_typed():
@@ -30,6 +33,23 @@ def test_write_and_result_models_have_exactly_the_engines_fields():
     assert list(models.ResultBody.model_fields) == [f.name for f in dataclasses.fields(Result)]
     assert list(models.HitBody.model_fields) == [wire.to_camel(f.name)
                                                  for f in dataclasses.fields(Result)]
+
+
+def test_the_memory_model_is_the_stored_memory_less_the_stores_bookkeeping(eng):
+    assert list(models.MemoryBody.model_fields) == [
+        f.name for f in dataclasses.fields(Memory) if f.name not in models.MEMORY_INTERNAL]
+    mid = eng.write("a", "Tagged ledger note.", tags=["project:alpha"], metadata={"k": 1},
+                    timestamp="2024-06-15T10:00:00Z", user_id="u")
+    m = eng.get_memory(mid)
+    body = memory_body(m)
+    assert json.loads(json.dumps(body)) == body                      # plain JSON
+    assert body == {"memory_id": mid, "space_id": "a", "content": "Tagged ledger note.",
+                    "memory_type": "fact", "source_ids": [], "metadata": {"k": 1},
+                    "document_id": None, "tags": ["project:alpha"], "entities": list(m.entities),
+                    "timestamp": m.timestamp, "recorded_at": m.recorded_at,
+                    "occurred_start": m.occurred_start, "occurred_end": m.occurred_end,
+                    "user_id": "u", "agent_id": None, "session_id": None}
+    assert RemoteMemory.model_validate(body).space_id == "a"         # what the CLI's --url reads
 
 
 @pytest.fixture
@@ -103,7 +123,7 @@ def test_context_hits_key_is_omitted_when_empty():
     assert SearchedEntry("a", 0.5).to_dict()  # searched entries keep snake_case on /v1
 
 
-# -- keys -------------------------------------------------------------------------------------------
+# -- keys ------------------------------------------------------------------------------------
 def test_keys_are_stored_hashed_and_map_to_their_principal(tmp_path):
     ks = KeyStore.for_store(tmp_path)
     alice, bob = ks.create("alice"), ks.create("bob")

@@ -1,0 +1,153 @@
+"""Typed specs of the experiment blocks: ``eval`` (every run), ``routing_eval``
+(``experiment=routing``), ``expand_eval`` (``experiment=expand``), ``tiers_eval``
+(``experiment=tiers``) and ``thresholds`` (``experiment=thresholds``).
+
+Their defaults are the only ones: :func:`experiments.config.register_configs` registers each as
+a Hydra structured config (``eval/base_eval``, ``schema/<block>``), the YAML presets list only
+what they change, and the runners read the block through
+:func:`experiments.config.experiment_spec` (unknown keys fail), never with
+``cfg.get(key, default)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class EvalSpec:
+    """What the retrieval runner asks and scores (``eval``; ``conf/eval/default.yaml``)."""
+
+    # the table compares them (paired, clustered: mode_comparison)
+    modes: tuple[str, ...] = ("fast", "accurate")
+    # rerank=cross_encoder only: train rerank.trained once if missing (the default stacked
+    # scorer ships in the package: never trained here)
+    train_reranker: bool = True
+    # evaluated benchmark -> trained cross-encoder used instead of `default` (never one trained
+    # on it)
+    reranker_by_dataset: Mapping[str, str] = field(
+        default_factory=lambda: {"longmemeval": "for_longmemeval"})
+    # true: a mode the engine lacks is skipped and recorded, not an error
+    skip_unavailable_modes: bool = False
+    ks: tuple[int, ...] = (1, 5, 10)
+    # per query, on memory keys (turns); a returned observation retrieves its source turns
+    metrics: tuple[str, ...] = ("recall@1", "recall@5", "recall@10", "precision@5", "hit@5",
+                                "mrr", "ndcg@10")
+    # on sessions: ranked keys -> unique sessions (k counts sessions), gold = the query's gold
+    # sessions; reported as session_<metric>. Queries without gold sessions are left out.
+    session_metrics: tuple[str, ...] = ()
+    # candidate recall of the fused pool at these depths (pool_recall@k; the run deepens
+    # engine.trace.depth to the deepest)
+    pool_ks: tuple[int, ...] = (50, 100)
+    limit: int | None = None  # memories asked per query; None: the deepest cut-off any metric needs
+    # {name: [kinds]} reported first (LoCoMo: categories 1-4)
+    headline: Mapping[str, tuple[str, ...]] | None = None
+    raw_turns: bool = True  # also score raw turns (facts only) beside the default view
+    receipts: bool = True   # keep a receipt per query in the run's store (the dashboard reads them)
+    limit_queries: int | None = None  # evaluate only the first N answerable queries (smoke tests)
+    # send each question's date as query_timestamp (LongMemEval question_date; LoCoMo: the
+    # conversation's last session date)
+    query_timestamp: bool = False
+    n_resamples: int = 2000  # bootstrap resamples for CIs
+    ragas: bool = False      # add ragas ID-based context recall/precision (non-LLM, offline)
+    ragas_k: int | None = None  # cut-off for the ragas columns; None: max(ks)
+    plots: bool = True       # recall_at_k.png and per_category.png in the run dir
+    # a finished run dir: copy its store instead of ingesting (same data, write-time settings
+    # and engine code, checked); for read-time variants
+    reuse_store: str | None = None
+    reuse_allow_code_change: bool = False  # true: accept a store built by other engine code
+
+    @property
+    def ragas_cutoff(self) -> int:
+        """The ragas columns' cut-off: ``ragas_k``, else the deepest of ``ks``."""
+        return int(self.ragas_k or max(self.ks))
+
+
+@dataclass(frozen=True)
+class RoutingEvalSpec:
+    """The routing experiment (``routing_eval``; :mod:`experiments.routing`)."""
+
+    # beside `data`, each loaded only when present in the data directory (else recorded as
+    # skipped)
+    datasets: tuple[str, ...] = ("locomo", "memorybank", "longmemeval")
+    # per dataset: its loader's parameters (LongMemEval: the documented subset of 30
+    # haystacks, round-robin over question types)
+    dataset_options: Mapping[str, Mapping[str, Any]] = field(default_factory=lambda: {
+        "locomo": {"include_observations": False},
+        "memorybank": {"language": "en"},
+        "longmemeval": {"variant": "s", "limit_questions": 30}})
+    # upstream's turn-level retrieval indexes user turns only
+    longmemeval_roles: tuple[str, ...] | None = ("user",)
+    max_queries: int | None = 600  # per dataset, seeded sample (LoCoMo has 1,986 questions)
+    # spaces held out of the candidates: their questions are unanswerable
+    holdout_share: float = 0.2
+    # candidate spaces (or questions, under min_split_spaces) for training
+    train_share: float = 0.5
+    min_split_spaces: int = 4
+    max_targets: int = 3
+    cost_weight: float = 0.02  # utility = accuracy - cost_weight * spaces searched per question
+    reliability_bins: int = 10
+    e2e: bool = True  # routed vs addressed reads (recall@10) on answerable test questions
+    # per dataset, seeded sample of those questions (the same for every router)
+    e2e_max_queries: int | None = 150
+    seed: int = 0
+    mode: str = "fast"
+    limit: int = 10
+
+
+@dataclass(frozen=True)
+class ExpandEvalSpec:
+    """The ``expand_query`` experiment (``expand_eval``; :mod:`experiments.expand`)."""
+
+    reads: tuple[str, ...] = ("addressed", "routed")
+    mode: str = "fast"
+    limit: int = 10
+
+
+@dataclass(frozen=True)
+class CacheStreamSpec:
+    """The tiers experiment's request stream for the response cache (``tiers_eval.cache``)."""
+
+    requests: int = 1500
+    p_repeat: float = 0.35   # an earlier request again (a hit unless a write invalidated it)
+    p_overlap: float = 0.15  # an earlier question with another limit (a different key)
+    write_every: int = 50    # a new memory into a random space every N reads
+
+
+@dataclass(frozen=True)
+class TiersEvalSpec:
+    """The tiers experiment (``tiers_eval``; :mod:`experiments.tiers`)."""
+
+    limit: int = 10
+    max_questions: int | None = 400  # per dataset, a seeded sample of the answerable questions
+    # EscalateSpec overrides for the `escalate` variant (thresholds)
+    escalate: Mapping[str, Any] = field(default_factory=dict)
+    cache: CacheStreamSpec = field(default_factory=CacheStreamSpec)
+    # datasets beside `data` (each its loader's parameters), used when the data directory has it
+    extra: Mapping[str, Mapping[str, Any]] = field(default_factory=lambda: {
+        "longmemeval": {"name": "longmemeval", "variant": "s", "limit_questions": 30}})
+
+
+@dataclass(frozen=True)
+class ThresholdSpec:
+    """How min_score behaves (``thresholds``; :mod:`experiments.thresholds`)."""
+
+    view: str = "with_observations"
+    kinds: tuple[str, ...] | None = ("near_verbatim", "paraphrase")  # None: every kind
+    k: int = 10            # the page: results i < k (<= the run's retrieve limit)
+    n_floors: int = 21     # floors from 0 to the mode's largest observed score
+    band: tuple[float, float] = (0.1, 0.9)  # "undecided" scores: neither near 0 nor near 1
+    bins: int = 20
+    plots: bool = True
+
+
+# block name -> its spec (registered as ``schema/<block>``; presets pull it in with
+# ``- /schema@<block>: <block>`` in their defaults list)
+BLOCK_SPECS: dict[str, type] = {
+    "routing_eval": RoutingEvalSpec,
+    "expand_eval": ExpandEvalSpec,
+    "tiers_eval": TiersEvalSpec,
+    "thresholds": ThresholdSpec,
+}

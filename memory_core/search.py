@@ -1,0 +1,211 @@
+"""The search stages of one retrieve: channels over one space's eligible memories, fused;
+several spaces ranked as one collection; and the router's evidence probe.
+
+Each stage returns its candidates with its trace records (:class:`Pooled`); only
+:mod:`memory_core.pipeline` knows the order in which they run.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from memory_core import times
+from memory_core.channels import entity, graph, keyword, recency, temporal
+from memory_core.errors import MemoryCoreError
+from memory_core.filters.compile import compile_filter
+from memory_core.fusion import fuse
+from memory_core.fusion.boost import boost
+from memory_core.routing.base import SpaceEvidence
+from memory_core.store import SqlFilter, memory_id_of, rowid_of
+from memory_core.trace import CandidateLists, ChannelCounts, trace_rows
+from memory_core.types import Candidate, Retrieval, RetrieveRequest, frozen_map
+
+if TYPE_CHECKING:
+    from memory_core.pipeline import Components
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Pooled:
+    """One query's fused candidates and, per searched space, its channel counts and lists."""
+
+    candidates: list[Candidate]
+    channels: dict[str, ChannelCounts] = field(default_factory=dict)
+    lists: dict[str, CandidateLists] = field(default_factory=dict)
+
+
+def candidates_for_space(comp: Components, request: RetrieveRequest, space_id: str,
+                         query_vec: Any, flt: SqlFilter, window: times.Window | None = None,
+                         channel_lists: list[list[Candidate]] | None = None) -> Pooled:
+    """Channels over one space's eligible memories, fused (``fusion.method``: RRF or a
+    weighted sum of normalised scores) over the union of all channels. ``channel_lists``, when
+    given, receives each channel's own list (for the cross-space ranking of routed reads).
+
+    ``request.channels`` selects the generators: ``hybrid`` runs every channel the config
+    enables (dense, keyword, temporal, entity, then graph expansion from the fused top);
+    ``vector`` dense only; ``bm25`` keyword only; ``graph`` the entity channel (memories naming
+    the query's entities) expanded through shared entities. The returned
+    :class:`ChannelCounts` counts each list; :class:`CandidateLists` keeps each list
+    (``trace.depth`` rows each).
+    """
+    spec = comp.spec
+    ch = spec.channels
+    which = request.channels
+    hybrid = which is Retrieval.HYBRID
+    lists: list[list[Candidate]] = []
+    counts: dict[str, int] = {}
+    top_cosine = entity_match = None
+
+    def add(name: str, found: list[Candidate]) -> None:
+        lists.append(found)
+        counts[name] = len(found)
+
+    if (hybrid and ch.dense) or which is Retrieval.VECTOR:
+        dense = comp.dense.search(space_id, query_vec, flt, ch.dense_pool)
+        add("dense", dense)
+        top_cosine = round(float(dense[0].score), 6) if dense else None
+    if (hybrid and ch.keyword) or which is Retrieval.BM25:
+        add("keyword", keyword.search(comp.store, space_id, request.query, flt, ch.keyword_pool,
+                                      ch.keyword_context_weight))
+    if hybrid and ch.temporal and window is not None:
+        add("temporal", temporal.search(comp.dense, space_id, query_vec, flt, window,
+                                        ch.temporal_pool))
+    if (hybrid and ch.entity) or which is Retrieval.GRAPH:
+        found, entity_match = entity.search(comp.store, space_id, request.query, flt,
+                                            ch.entity_pool, ch.graph_max_share, ch.graph_hub_floor)
+        add("entity", found)
+    fused = fuse(lists, spec.fusion) if lists else []  # fusion.method: rrf | weighted
+    graph_on = (hybrid and ch.graph) or which is Retrieval.GRAPH
+    if graph_on and request.as_of is None and fused:
+        # expansion from the top fused hits, within the same eligible filter
+        gl = graph.expand(comp.store, space_id, fused[:ch.graph_seeds], flt,
+                          ch.graph_depth, ch.graph_pool, ch.graph_max_share,
+                          ch.graph_hub_floor, ch.graph_rank_offset)
+        counts["graph"] = len(gl)
+        if gl:
+            lists.append(gl)
+            fused = fuse(lists, spec.fusion)
+    if hybrid and ch.recency and request.query_timestamp is not None and fused:
+        # query_timestamp ranks: the fused top re-listed by time proximity, fused again
+        add("recency", recency.rank(comp.store, fused, times.parse_instant(
+            request.query_timestamp, "query_timestamp"), ch.recency_half_life_days,
+            ch.recency_pool))
+        fused = fuse(lists, spec.fusion)
+    fused = boosted(comp, request.query, fused)
+    depth = spec.trace.depth
+    record = ChannelCounts(frozen_map(counts), len(fused), top_cosine,
+                           None if entity_match is None else frozen_map(entity_match),
+                           "as_of" if graph_on and request.as_of is not None else None)
+    rows = CandidateLists(frozen_map({lst[0].channel.value: trace_rows(lst, depth)
+                                      for lst in lists if lst}), trace_rows(fused, depth))
+    if channel_lists is not None:
+        channel_lists.extend(lists)
+    return Pooled(fused, {space_id: record}, {space_id: rows})
+
+
+def merge_across_spaces(lists: Sequence[Sequence[Candidate]]) -> list[list[Candidate]]:
+    """Each channel's lists from several spaces merged into one list per channel, by score.
+
+    A channel's score is a property of (query, memory), whatever space holds the memory: a
+    cosine (dense, temporal), BM25 with FTS5's table-wide statistics (keyword), a summed entity
+    IDF (graph; IDF per space, same scale). Sorting the union by that score (ties: the better
+    per-space rank, then memory id) ranks several spaces' memories as one collection, so fusing
+    the merged lists is a ranking across spaces, not a concatenation.
+
+    Example:
+        >>> from memory_core.types import Candidate, Channel
+        >>> a = [Candidate("m1", 0.4, 1, Channel.DENSE, space_id="a")]
+        >>> b = [Candidate("m2", 0.9, 1, Channel.DENSE, space_id="b")]
+        >>> [(c.memory_id, c.rank) for c in merge_across_spaces([a, b])[0]]
+        [('m2', 1), ('m1', 2)]
+    """
+    by_channel: dict[str, list[Candidate]] = {}
+    for lst in lists:
+        for c in lst:
+            by_channel.setdefault(c.channel.value, []).append(c)
+    merged = []
+    for name, cands in by_channel.items():
+        order = sorted(cands, key=lambda c: (-c.score, c.rank, c.memory_id))
+        merged.append([Candidate(c.memory_id, c.score, i + 1, c.channel, frozen_map({name: i + 1}),
+                                 c.space_id, frozen_map({name: c.score})) for i, c in enumerate(order)])
+    return merged
+
+
+def pool(comp: Components, request: RetrieveRequest, space_ids: Sequence[str], query_vec: Any,
+         filters: dict[str, SqlFilter], window: times.Window | None, failed: dict[str, str],
+         isolate: bool) -> Pooled:
+    """One query's fused candidates over the spaces: one space's own fused list, or for several
+    spaces each channel merged across them (:func:`merge_across_spaces`) and fused once.
+    With ``isolate`` a space whose search raises (other than a ``MemoryCoreError``) is recorded
+    in ``failed`` and left out; without it the error propagates."""
+    live = [s for s in space_ids if s not in failed]
+    if len(live) == 1 and not isolate:
+        return candidates_for_space(comp, request, live[0], query_vec, filters[live[0]], window)
+    lists: list[list[Candidate]] = []
+    by_space: dict[str, Pooled] = {}
+    for space_id in live:
+        try:
+            by_space[space_id] = candidates_for_space(
+                comp, request, space_id, query_vec, filters[space_id], window, lists)
+        except MemoryCoreError:
+            raise
+        except Exception as exc:  # recorded per space: the caller reports it as search_failed
+            if not isolate:
+                raise
+            failed[space_id] = f"{type(exc).__name__}: {exc}"
+            log.warning("search of space %r failed: %s", space_id, failed[space_id])
+    channels = {s: c for p in by_space.values() for s, c in p.channels.items()}
+    rows = {s: r for p in by_space.values() for s, r in p.lists.items()}
+    if len(by_space) == 1:
+        return next(iter(by_space.values()))
+    fused = boosted(comp, request.query, fuse(merge_across_spaces(lists), comp.spec.fusion)
+                    ) if lists else []
+    return Pooled(fused, channels, rows)
+
+
+def boosted(comp: Components, query: str, fused: list[Candidate]) -> list[Candidate]:
+    """The fused list re-scored by session evidence and named speakers
+    (``fusion.session_weight`` / ``speaker_weight``; :mod:`memory_core.fusion.boost`)."""
+    fs = comp.spec.fusion
+    if not fused or (fs.session_weight == 0 and fs.speaker_weight == 0):
+        return fused
+    attrs = comp.store.turn_attributes((r for c in fused if (r := rowid_of(c.memory_id))),
+                                       fs.speaker_key)
+    space_of = {c.memory_id: c.space_id for c in fused}
+    # sessions are named per space: the same session name in two spaces is two sessions
+    session_of = {m: (space_of[m], a[0]) if a[0] is not None else None
+                  for r, a in attrs.items() if (m := memory_id_of(r)) in space_of}
+    speaker_of = {memory_id_of(r): a[1] for r, a in attrs.items()}
+    return boost(fused, session_of, speaker_of, query, session_weight=fs.session_weight,
+                 speaker_weight=fs.speaker_weight)
+
+
+def evidence_probe(comp: Components, request: RetrieveRequest, query_vec: Any, depth: int,
+                   failures: dict[str, str] | None = None) -> Callable[[str], SpaceEvidence]:
+    """``probe(space_id)``: the top ``depth`` dense cosines and BM25 scores of the space's
+    memories that pass the request's filters (what the evidence router weighs).
+
+    A space whose probe raises (other than a ``MemoryCoreError``) gives empty evidence and is
+    recorded in ``failures`` (the engine puts it in the receipt), so one broken space cannot
+    stop the routing of a request.
+    """
+    def probe(space_id: str) -> SpaceEvidence:
+        try:
+            flt = compile_filter(request, comp.store, space_id, comp.spec, {})
+            dense = comp.dense.search(space_id, query_vec, flt, depth)
+            kw = keyword.search(comp.store, space_id, request.query, flt, depth)
+        except MemoryCoreError:
+            raise
+        except Exception as exc:  # recorded per space, see the docstring
+            if failures is None:
+                raise
+            failures[space_id] = f"{type(exc).__name__}: {exc}"
+            log.warning("routing probe of space %r failed: %s", space_id, failures[space_id])
+            return SpaceEvidence()
+        return SpaceEvidence(tuple(c.score for c in dense), tuple(c.score for c in kw))
+
+    return probe

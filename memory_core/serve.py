@@ -1,0 +1,123 @@
+"""One read, start to end: validate, authorise, answer from the response cache or the
+pipeline (addressed) or the route planner (routed), add the session block's recent turns,
+assemble the typed trace into a receipt, record it, and cache the response.
+
+:class:`ReadPath` is composed by :class:`memory_core.engine.MemoryEngine` per call from its
+current parts; every part it uses is a field.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from memory_core import context as blocks
+from memory_core import pipeline, reads
+from memory_core.access import Role
+from memory_core.cache import ResponseCache, TraceLog, cache_key
+from memory_core.config import EngineSpec
+from memory_core.engine_routing import RoutePlanner
+from memory_core.receipts import Receipt, build_receipt, new_receipt_id
+from memory_core.request import parse_request
+from memory_core.store import Store
+from memory_core.times import Clock, format_instant
+from memory_core.trace import FallbackTrace
+from memory_core.types import Mode, RetrieveResponse, Space, Tier, frozen_map
+
+
+@dataclass(frozen=True)
+class ReadPath:
+    """The parts one read uses."""
+
+    spec: EngineSpec
+    store: Store
+    clock: Clock
+    cache: ResponseCache
+    traces: TraceLog
+    components: pipeline.Components
+    planner: RoutePlanner
+    available_modes: frozenset[Mode]
+    rerank_unavailable: str | None  # why accurate mode is unavailable (None: it is available)
+    authorise: Callable[[str, str | None, Role], Space]
+
+    def serve(self, body: dict[str, Any], recent_session: str | None = None,
+               session_scope: Mapping[str, str] | None = None, context_call: bool = False
+               ) -> RetrieveResponse:
+        """Validate, then answer from the cache or the pipeline; record the trace.
+        ``recent_session``: :meth:`session_context`'s session, whose latest turns follow the
+        block; ``session_scope``: the scope it took from the session (for the trace);
+        ``context_call``: a context call (its context hits: ``context_entity_cards`` cards)."""
+        t0 = time.perf_counter()
+        req = parse_request(body, self.spec, self.available_modes,
+                            {Mode.ACCURATE: self.rerank_unavailable or ""})
+        if req.route is None:
+            assert req.space_id is not None
+            self.authorise(req.space_id, req.principal, Role.VIEWER)
+        if req.fallback_space_id is not None:
+            self.authorise(req.fallback_space_id, req.principal, Role.VIEWER)
+        # one SQL read a request, only when a cache can use it
+        versions = self.store.versions() if self.spec.cache.enabled else {}
+        day = None if req.query_timestamp else format_instant(self.clock())[:10]
+        key = cache_key(req, day, {"recent_session": recent_session, "mode_given":
+                                   body.get("mode") is not None, "context_call": context_call})
+        trace_id = new_receipt_id()
+        now = format_instant(self.clock())
+        entry = self.cache.get(key, versions)
+        if entry is not None:
+            receipt = dataclasses.replace(
+                entry.trace, receipt_id=trace_id, created_at=now,
+                request=frozen_map(req.to_dict()),
+                trace=dataclasses.replace(entry.trace.trace, tier=Tier.CACHE,
+                                          cached_from=entry.trace.receipt_id))
+            self.record(receipt, req.receipt)
+            return dataclasses.replace(
+                entry.response, tier=Tier.CACHE, trace_id=trace_id,
+                receipt_id=trace_id if req.receipt else None,
+                query_ms=round((time.perf_counter() - t0) * 1000, 3))
+        searched = None
+        if req.route is None:
+            comp = self.components
+            if context_call:  # the seed's context hits: neighbours (and the configured cards)
+                hits = dataclasses.replace(self.spec.context_hits,
+                                           entity_cards=self.spec.context_hits.context_entity_cards)
+                comp = dataclasses.replace(comp, spec=dataclasses.replace(self.spec,
+                                                                          context_hits=hits))
+            out = pipeline.run(comp, req, [req.space_id])
+        else:
+            out, searched = self.planner.routed_read(req)
+        trace = out.trace
+        if body.get("mode") is None and req.mode.value != self.spec.default_mode:
+            trace = dataclasses.replace(trace, fallback=FallbackTrace(
+                "mode", self.spec.default_mode, req.mode.value,
+                self.rerank_unavailable or "unavailable"))
+        context, token_estimate = out.context, out.token_estimate
+        if recent_session is not None and req.format == "block":
+            context, recent = reads.append_recent(
+                self.store, self.spec, req, out.context, {r.memory_id for r in out.results},
+                searched, recent_session)
+            trace = dataclasses.replace(trace, session_scope=frozen_map(session_scope),
+                                        recent_turns=recent)
+            token_estimate = blocks.estimate_tokens(context, self.spec.context.chars_per_token)
+        receipt = build_receipt(trace_id, now, req, out.kept, out.drops, searched, trace)
+        self.record(receipt, req.receipt)
+        response = RetrieveResponse(
+            results=list(out.results), context=context, token_estimate=token_estimate,
+            searched=searched, receipt_id=trace_id if req.receipt else None,
+            fallback=None if trace.fallback is None else frozen_map(trace.fallback.to_dict()),
+            tier=trace.tier or Tier.HYBRID,
+            query_ms=round((time.perf_counter() - t0) * 1000, 3), trace_id=trace_id,
+            context_hits=out.context_hits)
+        if not out.failed and trace.fallback is None:  # partial answers are not kept
+            read = versions if req.route is not None else {
+                req.space_id: versions.get(req.space_id, 0)}
+            self.cache.put(key, response, receipt, read, exact=req.route is not None)
+        return response
+
+    def record(self, receipt: Receipt, persist: bool) -> None:
+        self.traces.add(receipt)
+        if persist:
+            self.store.save_receipt(receipt)
+

@@ -1,0 +1,210 @@
+"""The write path: item checks, splitting long writes, and building the stored memories
+(entities, MinHash signature, event time, embedding) of facts and observations.
+
+:class:`Writer` does the work for :meth:`memory_core.engine.MemoryEngine.write_many` and
+:meth:`~memory_core.engine.MemoryEngine.observe` once the engine has authorised the caller.
+Every item is checked before anything is embedded or stored; one call is one transaction.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from memory_core.channels.dense import DenseIndex
+from memory_core.config import EngineSpec
+from memory_core.dedup import minhash_signature
+from memory_core.embed import Embedder, content_hash
+from memory_core.entities import extract_entities
+from memory_core.errors import invalid
+from memory_core.filters.scope import check_write_scopes
+from memory_core.redact import Redactor
+from memory_core.store import NewMemory, Store, rowid_of
+from memory_core.times import Clock, event_window, format_instant, normalize_instant
+from memory_core.types import Memory, MemoryType
+from memory_core.validate import (MAX_TAG_CHARS, check_clean, check_mapping, check_metadata,
+                                  check_reserved, check_text)
+
+WRITE_FIELDS = ("content", "timestamp", "tags", "user_id", "agent_id", "session_id", "metadata",
+                "document_id", "scopes")
+MAX_WRITE_TAGS = 50
+
+
+@dataclass(frozen=True)
+class Writer:
+    """The parts a write uses (the engine builds one per call from its current parts)."""
+
+    store: Store
+    dense: DenseIndex
+    embedder: Embedder
+    spec: EngineSpec
+    redactor: Redactor
+    clock: Clock
+
+    def write_many(self, space_id: str, items: Sequence[Mapping[str, Any]]) -> list[str]:
+        """Facts written in one transaction (the caller has authorised ``space_id``); every
+        item is checked before anything is stored. Returns one id per item: its first memory
+        (a long item becomes several memories that share its passage, ``write.split_max_chars``)."""
+        if not isinstance(items, Sequence) or isinstance(items, str | bytes):
+            raise invalid("wrong_type", "items must be a list of mappings", "items")
+        now = format_instant(self.clock())
+        checked = [self.check_item(i, item, now) for i, item in enumerate(items)]
+        if not checked:
+            return []
+        pieces = [(c, i, text) for c in checked
+                  for i, text in enumerate(split_text(c["content"],
+                                                      self.spec.write.split_max_chars))]
+        vectors = self.embedder.embed([text for _, _, text in pieces])
+        new = [NewMemory(
+            space_id=space_id, content=text, content_hash=content_hash(text),
+            memory_type=MemoryType.FACT, passage=c["content"], passage_id=None,
+            document_id=c["document_id"], metadata=c["metadata"],
+            entities=extract_entities(text), timestamp=c["timestamp"], recorded_at=now,
+            **occurred(text, c["timestamp"]),
+            user_id=c["user_id"], agent_id=c["agent_id"], session_id=c["session_id"],
+            tags=c["tags"], source_rowids=(), embedding=vec,
+            minhash=minhash_signature(text, self.spec.dedup), shares_passage=i > 0,
+            scopes=c["scopes"], timestamp_sent=c["timestamp_sent"],
+        ) for (c, i, text), vec in zip(pieces, vectors, strict=True)]
+        with self.dense.writing(space_id):  # indexed once (channels/dense.py)
+            rowids = self.store.insert_batch(new)
+            self.dense.add(space_id, rowids, vectors)
+        return [f"mem_{r}" for r, (_, i, _) in zip(rowids, pieces, strict=True) if i == 0]
+
+    def observe(self, space_id: str, content: str, source_ids: Sequence[str],
+                tags: Sequence[str] | None = None) -> str:
+        """An observation built from facts of ``space_id`` (same user scope); the note
+        inherits the scope (and scope paths) its sources share."""
+        now = format_instant(self.clock())
+        checked = self.check_item(0, {"content": content, "tags": tags}, now)
+        sources = self._sources(space_id, source_ids)
+        scope = {}
+        for key in ("user_id", "agent_id", "session_id"):
+            values = {getattr(m, key) for m in sources}
+            if key == "user_id" and len(values) > 1:
+                raise invalid("mixed_users", "an observation must be built from one user's facts",
+                              "source_ids")
+            scope[key] = values.pop() if len(values) == 1 else None
+        held = self.store.scopes_of(m.rowid for m in sources)
+        shared = set(held.get(sources[0].rowid, []))
+        for m in sources[1:]:
+            shared &= set(held.get(m.rowid, []))
+        vec = self.embedder.embed([checked["content"]])
+        note_time = max(m.timestamp for m in sources)
+        new = NewMemory(
+            space_id=space_id, content=checked["content"],
+            content_hash=content_hash(checked["content"]), memory_type=MemoryType.OBSERVATION,
+            passage=None, passage_id=sources[0].passage_id, document_id=None, metadata={},
+            entities=extract_entities(checked["content"]), timestamp=note_time, recorded_at=now,
+            **occurred(checked["content"], note_time), tags=checked["tags"],
+            source_rowids=tuple(dict.fromkeys(m.rowid for m in sources)), embedding=vec[0],
+            minhash=minhash_signature(checked["content"], self.spec.dedup), **scope,
+            scopes=tuple(sorted(shared)),  # a note carries the scope paths all its sources share
+        )
+        with self.dense.writing(space_id):
+            rowid = self.store.insert_batch([new])[0]
+            self.dense.add(space_id, [rowid], vec)
+        return f"mem_{rowid}"
+
+    def _sources(self, space_id: str, source_ids: Sequence[str]) -> list[Memory]:
+        """An observation's sources: facts of ``space_id`` (422 otherwise)."""
+        if not isinstance(source_ids, Sequence) or isinstance(source_ids, str) or not source_ids:
+            raise invalid("wrong_type", "source_ids must be a non-empty list of memory ids",
+                          "source_ids")
+        rows = [rowid_of(s) for s in source_ids]
+        found = self.store.get_memories(r for r in rows if r is not None)
+        sources: list[Memory] = []
+        for sid, row in zip(source_ids, rows, strict=True):
+            m = found.get(row) if row is not None else None
+            if m is None or m.space_id != space_id:
+                raise invalid("unknown_source", f"source {sid!r} is not a memory of space "
+                              f"{space_id!r}", "source_ids")
+            if m.memory_type is not MemoryType.FACT:
+                raise invalid("source_not_fact", f"source {sid!r} is not a fact", "source_ids")
+            sources.append(m)
+        return sources
+
+    def check_item(self, index: int, item: Mapping[str, Any], now: str) -> dict[str, Any]:
+        """One write item checked and normalised: known fields only, non-empty content within
+        ``limits``, tags (at most :data:`MAX_WRITE_TAGS`, none reserved), metadata, ids, the
+        timestamp (kept as sent beside its canonical instant) and scope paths. Content is
+        redacted here, so store, passage, index, entities and blocks see only redacted text."""
+        where = f"items[{index}]"
+        limits = self.spec.limits
+        check_mapping(item, where)
+        unknown = sorted(set(item) - set(WRITE_FIELDS))
+        if unknown:
+            raise invalid("unknown_field", f"{where}: unknown field(s) {', '.join(unknown)}",
+                          unknown[0])
+        content = item.get("content")
+        if not isinstance(content, str) or not content.strip():
+            raise invalid("empty_content", f"{where}.content must be a non-empty string",
+                          "content")
+        check_text(content, "content", limits.max_content_chars, limit_name="max_content_chars")
+        tags = item.get("tags") or ()
+        if isinstance(tags, str) or not isinstance(tags, Sequence) or not all(
+                isinstance(t, str) and t.strip() for t in tags):
+            raise invalid("wrong_type", f"{where}.tags must be a list of non-empty strings", "tags")
+        if len(tags) > MAX_WRITE_TAGS:
+            raise invalid("too_many_tags", f"{where}: at most {MAX_WRITE_TAGS} tags", "tags")
+        for t in tags:
+            check_text(t, "tags", MAX_TAG_CHARS, limit_name="max_tag_chars")
+        check_reserved(tags, self.spec.reserved_tag_prefix, "tags")
+        metadata = check_metadata(item.get("metadata"), "metadata", limits)
+        check_clean(item, where)  # scopes and anything else: valid text only
+        out: dict[str, Any] = {"content": self.redactor.apply(content.strip()),
+                               "tags": tuple(dict.fromkeys(tags)),
+                               "metadata": metadata}
+        for key in ("user_id", "agent_id", "session_id", "document_id"):
+            value = item.get(key)
+            if value is not None:
+                check_text(value, key, limits.max_id_chars, limit_name="max_id_chars")
+            out[key] = value
+        ts = item.get("timestamp")
+        out["timestamp"] = now if ts is None else normalize_instant(ts, "timestamp")
+        # seed rule: the timestamp comes back exactly as sent; the parsed instant filters
+        out["timestamp_sent"] = ts if isinstance(ts, str) else None
+        out["scopes"] = check_write_scopes(item.get("scopes"))
+        return out
+
+
+def occurred(text: str, timestamp: str) -> dict[str, str | None]:
+    """``occurred_start/end`` from the dates the text names (relative ones read against the
+    memory's timestamp); both None when it names none."""
+    start, end = event_window(text, timestamp)
+    return {"occurred_start": start, "occurred_end": end}
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+def split_text(text: str, max_chars: int | None) -> list[str]:
+    """``text`` cut into pieces of at most ``max_chars`` characters: whole sentences packed
+    greedily, a longer sentence cut at spaces, a longer word cut hard (``None``: one piece).
+
+    Example:
+        >>> split_text("One two. Three four five. Six.", 16)
+        ['One two.', 'Three four five.', 'Six.']
+    """
+    if max_chars is None or len(text) <= max_chars:
+        return [text]
+    if max_chars < 1:
+        raise ValueError(f"split_max_chars must be >= 1, got {max_chars}")
+    units: list[str] = []
+    for sentence in _SENTENCE_END.split(text):
+        while len(sentence) > max_chars:
+            cut = sentence.rfind(" ", 0, max_chars + 1)
+            cut = cut if cut > 0 else max_chars
+            units.append(sentence[:cut].strip())
+            sentence = sentence[cut:].strip()
+        if sentence:
+            units.append(sentence)
+    pieces: list[str] = []
+    for unit in units:
+        if pieces and len(pieces[-1]) + 1 + len(unit) <= max_chars:
+            pieces[-1] = f"{pieces[-1]} {unit}"
+        else:
+            pieces.append(unit)
+    return [p for p in pieces if p]

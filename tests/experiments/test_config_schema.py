@@ -1,0 +1,160 @@
+"""One source of defaults: every config group composes to its Python spec's defaults, YAML
+restates none of them, and the typed schemas reject misspelled keys and wrong types when the
+config is composed (experiments/config.py, experiments/specs.py)."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+import yaml
+from hydra import compose, initialize_config_dir
+from hydra.errors import ConfigCompositionException
+from omegaconf import OmegaConf
+
+from experiments.config import GROUP_SPECS, engine_spec, experiment_spec, schema_of
+from experiments.specs import (BLOCK_SPECS, EvalSpec, ExpandEvalSpec, RoutingEvalSpec,
+                               ThresholdSpec, TiersEvalSpec)
+from memory_core.config import (ChannelsSpec, EngineSpec, FusionSpec, RoutingSpec,
+                                spec_from_mapping)
+
+CONF = Path(__file__).resolve().parents[2] / "conf"
+BASE = ["paths.root_dir=/unused"]
+# the groups the entry config selects, and their option when nothing is overridden
+DEFAULT_OPTIONS = {"embed": "minilm", "channels": "hybrid", "fusion": "weighted_minmax",
+                   "dedup": "default", "context": "default", "rerank": "stacked",
+                   "routing": "evidence"}
+
+
+def _compose(overrides=(), name="config"):
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        return compose(config_name=name, overrides=[*BASE, *overrides])
+
+
+def _own_values(path: Path) -> dict:
+    """What a group option's YAML sets itself (its defaults list aside)."""
+    body = yaml.safe_load(path.read_text()) or {}
+    body.pop("defaults", None)
+    return body
+
+
+def _interpolated(values: dict) -> set[str]:
+    return {k for k, v in values.items() if isinstance(v, str) and v.startswith("${")}
+
+
+@pytest.mark.parametrize("group", sorted(DEFAULT_OPTIONS))
+def test_each_default_group_composes_to_its_spec_defaults(group):
+    """The option the entry config picks is the spec's defaults (paths and env aside)."""
+    spec = GROUP_SPECS[group]
+    yaml_values = _own_values(CONF / group / f"{DEFAULT_OPTIONS[group]}.yaml")
+    composed = OmegaConf.to_container(_compose()[group], resolve=True)
+    built = spec_from_mapping(spec, composed)
+    defaults = spec()
+    for f in dataclasses.fields(spec):
+        if f.name in _interpolated(yaml_values):  # cache_dir, trained: from paths / env
+            continue
+        assert getattr(built, f.name) == getattr(defaults, f.name), (group, f.name)
+    assert set(yaml_values) <= _interpolated(yaml_values), \
+        f"conf/{group}/{DEFAULT_OPTIONS[group]}.yaml restates values the spec holds"
+
+
+@pytest.mark.parametrize("path", sorted(p for g in GROUP_SPECS for p in (CONF / g).glob("*.yaml")),
+                         ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_group_yaml_holds_only_overrides(path):
+    """Every value a group option sets itself differs from the spec's default (or comes from an
+    interpolation), and the option starts from the spec (``base_<group>``)."""
+    spec = GROUP_SPECS[path.parent.name]
+    body = yaml.safe_load(path.read_text())
+    assert body["defaults"][0] == f"base_{path.parent.name}"
+    defaults = spec()
+    own = _own_values(path)
+    for key, value in own.items():
+        if key in _interpolated(own):
+            continue
+        default = getattr(defaults, key)
+        assert value != (dict(default) if isinstance(default, dict) or hasattr(default, "items")
+                         else default), f"{path.name}: {key}={value!r} is the spec's default"
+
+
+def test_engine_block_is_engine_spec_defaults_but_the_cache():
+    """``engine`` starts from EngineSpec (tags, redact, write, context_hits, trace, limits are in
+    the composed config); the entry config changes only the response cache (off)."""
+    cfg = _compose()
+    for name in ("tags", "redact", "write", "context_hits", "trace", "limits", "escalate"):
+        assert name in cfg.engine, name
+    spec = engine_spec(cfg)
+    assert spec.cache.enabled is False
+    defaults = EngineSpec()
+    for f in dataclasses.fields(EngineSpec):
+        if f.name in ("cache", "embed", "rerank"):  # cache off; paths / env interpolated
+            continue
+        assert getattr(spec, f.name) == getattr(defaults, f.name), f.name
+
+
+def test_default_eval_block_is_eval_spec():
+    cfg = _compose()
+    assert experiment_spec(EvalSpec, cfg.eval) == EvalSpec()
+
+
+@pytest.mark.parametrize(("preset", "block", "spec", "changed"), [
+    ("routing", "routing_eval", RoutingEvalSpec, {"seed": 0}),
+    ("expand", "expand_eval", ExpandEvalSpec, {}),
+    ("tiers", "tiers_eval", TiersEvalSpec, {}),
+    ("thresholds", "thresholds", ThresholdSpec, {}),
+])
+def test_experiment_blocks_compose_to_their_specs(preset, block, spec, changed):
+    cfg = _compose([f"experiment={preset}"])
+    assert BLOCK_SPECS[block] is spec
+    assert experiment_spec(spec, cfg[block]) == dataclasses.replace(spec(), **changed)
+
+
+def test_a_preset_override_reaches_the_typed_block():
+    cfg = _compose(["experiment=tiers", "tiers_eval.cache.requests=7",
+                    "tiers_eval.extra.longmemeval.limit_questions=20"])
+    tiers = experiment_spec(TiersEvalSpec, cfg.tiers_eval)
+    assert tiers.cache.requests == 7
+    assert tiers.extra["longmemeval"]["limit_questions"] == 20
+
+
+@pytest.mark.parametrize("override", ["fusion.rrf_kk=3", "channels.dense_pol=10",
+                                      "eval.modez=[fast]", "engine.trace.deep=3",
+                                      "routing.routr=learned"])
+def test_a_misspelled_key_fails_when_composed(override):
+    with pytest.raises(ConfigCompositionException):
+        _compose([override])
+
+
+@pytest.mark.parametrize("override", ["channels.dense_pool=many", "fusion.rrf_k=1.5",
+                                      "eval.n_resamples=lots", "routing.min_fit=high"])
+def test_a_wrong_type_fails_when_composed(override):
+    with pytest.raises(ConfigCompositionException):
+        _compose([override])
+
+
+def test_an_unknown_block_key_fails_in_the_typed_spec():
+    with pytest.raises(ValueError, match="max_querys"):
+        experiment_spec(RoutingEvalSpec, {"max_querys": 3})
+
+
+def test_schema_keeps_every_spec_field_and_default():
+    """The registered schema mirrors the spec: same fields, same defaults (tuples as lists,
+    mappings as dicts), nested specs as nested schemas."""
+    for spec in (*GROUP_SPECS.values(), EvalSpec, *BLOCK_SPECS.values()):
+        node = OmegaConf.to_container(OmegaConf.structured(schema_of(spec)))
+        assert spec_from_mapping(spec, node) == spec_from_mapping(
+            spec, OmegaConf.to_container(OmegaConf.create(dataclasses.asdict(spec()))))
+    node = OmegaConf.structured(schema_of(ChannelsSpec))
+    assert set(node) == {f.name for f in dataclasses.fields(ChannelsSpec)}
+    assert OmegaConf.structured(schema_of(FusionSpec)).weights.temporal == 0.5
+    assert OmegaConf.structured(schema_of(RoutingSpec)).max_targets is None
+
+
+def test_every_preset_runner_is_in_the_runners_table(tmp_path):
+    from experiments.run import RUNNERS, run_experiment
+
+    presets = sorted(p.stem for p in (CONF / "experiment").glob("*.yaml"))
+    runners = {str(_compose([f"experiment={p}"]).runner) for p in presets}
+    assert runners == set(RUNNERS)
+    with pytest.raises(ValueError, match="unknown runner 'nope'"):
+        run_experiment(_compose(["runner=nope"]), tmp_path)
