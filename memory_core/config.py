@@ -84,8 +84,8 @@ class ChannelsSpec:
     recency: bool = False
     recency_pool: int = 50
     recency_half_life_days: float = 30.0
-    # keyword: BM25 weight of a turn's neighbour turns (the indexed ``context`` column, see
-    # memory_core/store.py _refresh_turn_context) beside its own text (weight 1); 0 = own text only
+    # keyword: BM25 weight of a turn's neighbour turns (the ``memories_ctx`` full-text table,
+    # see memory_core/store/turns.py) beside its own text (weight 1); 0 = own text only
     # (0.4: best of 0 / 0.2 / 0.4 on LongMemEval oracle and an S subset; README "First stage")
     keyword_context_weight: float = 0.4
 
