@@ -46,7 +46,7 @@ def test_the_memory_model_is_the_stored_memory_less_the_stores_bookkeeping(eng):
     assert body == {"memory_id": mid, "space_id": "a", "content": "Tagged ledger note.",
                     "memory_type": "fact", "source_ids": [], "metadata": {"k": 1},
                     "document_id": None, "tags": ["project:alpha"], "entities": list(m.entities),
-                    "timestamp": m.timestamp, "recorded_at": m.recorded_at,
+                    "timestamp": m.timestamp_as_sent, "recorded_at": m.recorded_at,
                     "occurred_start": m.occurred_start, "occurred_end": m.occurred_end,
                     "user_id": "u", "agent_id": None, "session_id": None}
     assert RemoteMemory.model_validate(body).space_id == "a"         # what the CLI's --url reads
