@@ -283,14 +283,15 @@ def ingest_vs_encoder(n: int, seed: int, work: Path) -> dict[str, Any]:
 
 # -- report -----------------------------------------------------------------------------------
 def cost_table(results: list[dict[str, Any]]) -> str:
-    rows = ["| memories | index | fast p50 ms | fast p95 ms | RSS MiB | disk bytes/memory | "
-            "store-path ingest /s | index load s | rebuild s | hnsw recall@10 |",
+    rows = [("| memories | index | fast p50 ms | fast p95 ms | RSS MiB | disk bytes/memory | "
+             "store-path ingest /s | index load s | rebuild s | hnsw recall@10 |"),
             "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in results:
         rows.append(
             f"| {r['memories']:,} | {r['index']['kind']} | {r['fast']['p50_ms']:.1f} | "
             f"{r['fast']['p95_ms']:.1f} | {r['rss_bytes'] / 2**20:,.0f} | "
-            f"{r['disk_bytes_per_memory']:,.0f} | {r['ingest_store_path']['memories_per_s']:,.0f} | "
+            f"{r['disk_bytes_per_memory']:,.0f} | "
+            f"{r['ingest_store_path']['memories_per_s']:,.0f} | "
             f"{r['index']['load_s']:.2f} | {r['index']['rebuild_from_sqlite_s']:.1f} | "
             f"{r['dense_alone']['recall_at_10']:.3f} |")
     return "\n".join(rows) + "\n"
@@ -371,7 +372,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         cmd = [sys.executable, "-m", "benchmarks.scale", "--one", str(n)] + [
             a for a in (argv if argv is not None else sys.argv[1:])]
         t0 = time.perf_counter()
-        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, check=False)
         line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("SCALE_RESULT ")),
                     None)
         if proc.returncode != 0 or line is None:

@@ -17,6 +17,7 @@ from memory_core.store import SqlFilter
 DIM = 32
 EVEN = SqlFilter("m.rowid % 2 = 0")  # the fake store evaluates these two filters itself
 RARE = SqlFilter("m.rowid % 100 = 7")
+ALL = SqlFilter()
 
 
 class FakeStore:
@@ -62,7 +63,7 @@ def _spec(**kw) -> ChannelsSpec:
     return dataclasses.replace(ChannelsSpec(), **{"dense_hnsw_ef_search": 256, **kw})
 
 
-def _top(index: DenseIndex, q: np.ndarray, flt: SqlFilter = SqlFilter(), k: int = 10):
+def _top(index: DenseIndex, q: np.ndarray, flt: SqlFilter = ALL, k: int = 10):
     return [c.memory_id for c in index.search("s", q, flt, k)]
 
 
@@ -80,8 +81,8 @@ def test_hnsw_top10_agrees_with_the_exact_index(corpus):
     assert file_kind(exact._index_for("s")) == KIND
     overlap = [len(set(_top(ann, q)) & set(_top(exact, q))) / 10 for q in queries]
     assert np.mean(overlap) >= 0.99
-    hit = ann.search("s", queries[0], SqlFilter(), 3)
-    ref = exact.search("s", queries[0], SqlFilter(), 3)
+    hit = ann.search("s", queries[0], ALL, 3)
+    ref = exact.search("s", queries[0], ALL, 3)
     assert [c.rank for c in hit] == [1, 2, 3]
     if hit[0].memory_id == ref[0].memory_id:  # same memory, same cosine
         assert hit[0].score == pytest.approx(ref[0].score, abs=1e-5)
