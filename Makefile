@@ -6,7 +6,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: run test lint app bench regress serve bench-serve clean-venv
+.PHONY: run test lint app bench bench-scale regress serve bench-serve clean-venv
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv .venv
@@ -31,6 +31,10 @@ app: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m benchmarks.perf $(ARGS)
+
+# one space at 10k / 100k / 1M memories: latency, RSS, disk, index, ANN recall (benchmarks/scale.py)
+bench-scale: $(STAMP)
+	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 nice -n 10 $(PY) -m benchmarks.scale $(ARGS)
 
 regress: $(STAMP)
 	$(PY) -m experiments.regress $(ARGS)

@@ -77,6 +77,16 @@ class ChannelsSpec:
     # embeddings SQLite holds; off: rebuilt from SQLite on a space's first use, nothing stored
     # twice). See memory_core/channels/dense.py and memory_core/index_files.py.
     dense_persist: bool = False
+    # dense index kind (memory_core/channels/dense.py): "flat" exact, "hnsw" approximate, "auto"
+    # flat below dense_ann_threshold memories in a space and hnsw from there (threshold and
+    # hnsw settings from benchmarks/scale.py); a filtered search whose eligible share is under
+    # dense_ann_exact_share is exact over the hnsw's own vectors
+    dense_index: str = "auto"
+    dense_ann_threshold: int = 50_000
+    dense_hnsw_m: int = 32
+    dense_hnsw_ef_construction: int = 64
+    dense_hnsw_ef_search: int = 128
+    dense_ann_exact_share: float = 0.02
     # recency: only when a request sends query_timestamp, the top ``recency_pool`` fused
     # candidates re-listed by time proximity to that instant, 2 ** (-gap_days / half_life),
     # and fused again (channels/recency.py); it adds and removes nothing. Off: measured on

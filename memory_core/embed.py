@@ -93,17 +93,38 @@ class SentenceTransformerEmbedder:
             if self._model is None:
                 from sentence_transformers import SentenceTransformer
 
-                self._model = SentenceTransformer(self.model_path, device=self.spec.device)
+                model = SentenceTransformer(self.model_path, device=self.spec.device)
+                model.eval()  # once: encode() walks every module to set this on each call
+                self._model = model
         return self._model
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Rows for ``texts``: one text (a query) through :meth:`_embed_one`, a batch through
+        ``SentenceTransformer.encode`` (which sorts by length and pads per batch)."""
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         clipped = [clip_for_model(t, self.spec.max_model_chars) for t in texts]
+        if len(clipped) == 1:
+            return self._embed_one(clipped[0])
         vecs = self._load().encode(clipped, batch_size=self.spec.batch_size,
                                    normalize_embeddings=True, convert_to_numpy=True,
                                    show_progress_bar=False)
         return np.ascontiguousarray(vecs, dtype=np.float32)
+
+    def _embed_one(self, text: str) -> np.ndarray:
+        """One text through the model's own modules: what ``encode`` does for a batch of one
+        (tokenize, forward, normalise; the same row bit for bit, tested) without its per-call
+        set-up (``eval()`` over every module, length sorting, batching, progress bar), which
+        cost a few ms a query on 2 cores (``benchmarks/floor.py``)."""
+        import torch
+        from sentence_transformers.util import batch_to_device
+
+        model = self._load()
+        features = batch_to_device(model.preprocess([text]), model.device)
+        with torch.inference_mode():
+            row = model(features)["sentence_embedding"]
+            row = torch.nn.functional.normalize(row, p=2, dim=1)
+        return np.ascontiguousarray(row.cpu().numpy(), dtype=np.float32)
 
     def identity(self) -> dict[str, str]:
         if self._sha is None:
@@ -122,6 +143,9 @@ class CachedEmbedder:
         self.path = cache_dir / f"embeddings-{key}-{self.dim}.sqlite"
         self._conn = sqlite3.connect(str(self.path), check_same_thread=False, timeout=60)
         self._conn.execute("PRAGMA journal_mode=WAL")
+        # a cache: a commit need not wait for the disk (WAL + NORMAL never corrupts; a power cut
+        # may lose the last entries, which are recomputed). FULL put an fsync in every query.
+        self._conn.execute("PRAGMA synchronous=NORMAL")
         self._conn.execute("CREATE TABLE IF NOT EXISTS emb (h TEXT PRIMARY KEY, v BLOB NOT NULL)")
         self._lock = threading.Lock()
         self.hits = 0

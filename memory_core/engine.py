@@ -92,8 +92,8 @@ class MemoryEngine:
             store = Store(root / "memory.sqlite")
             index_files.remove_legacy_files(root / "vectors")  # pre-issue-21 unchecked copies
             vectors = root / "vectors" if spec.channels.dense_persist else None
-        return cls(store, DenseIndex(store, embedder.dim, vectors), embedder, spec, clock,
-                   reranker, unavailable, router, scorer)
+        dense = DenseIndex(store, embedder.dim, vectors, spec.channels)
+        return cls(store, dense, embedder, spec, clock, reranker, unavailable, router, scorer)
 
     def flush(self) -> None:
         """Persist the vector index files when ``channels.dense_persist`` is on (SQLite, the

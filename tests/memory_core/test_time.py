@@ -337,7 +337,7 @@ def test_fast_date_reading_agrees_with_dateparser_on_every_shape():
     import random
     from datetime import datetime
 
-    from memory_core.times import _dateparser_read, _fast_read
+    from memory_core.date_read import _dateparser_read, _fast_read
 
     rng = random.Random(7)
     names = ["January", "Feb", "March", "Apr", "May", "June", "Jul", "Aug", "Sept", "Sep",
