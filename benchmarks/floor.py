@@ -164,7 +164,7 @@ def run(queries: int, warmup: int, conversations: int | None, seed: int, work: P
             lat["fast_embed"].append(e)
             lat["fast_rest"].append(f - e)
     now = times.system_clock()
-    for space_id, q in timed[warmup:]:
+    for _space_id, q in timed[warmup:]:
         t = time.perf_counter()
         model.encode([q], normalize_embeddings=True, show_progress_bar=False)
         lat["bare_encode"].append((time.perf_counter() - t) * 1000)

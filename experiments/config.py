@@ -16,6 +16,7 @@ typed spec.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import types
 import typing
 from collections.abc import Mapping
@@ -106,8 +107,7 @@ def _schema_hint(hint: Any, schemas: dict[type, type]) -> Any:
         if any(typing.get_origin(a) in (Mapping, typing.Mapping, dict) for a in args):
             return Any  # OmegaConf cannot merge a mapping into a typed ``None`` (null -> dict)
         members = [_schema_hint(a, schemas) for a in args]
-        return typing.Optional[members[0]] if len(members) == 2 and type(None) in args \
-            else Any
+        return members[0] | None if len(members) == 2 and type(None) in args else Any
     return hint
 
 
@@ -142,7 +142,7 @@ def schema_of(spec: type, schemas: dict[type, type] | None = None,
             default = dataclasses.field(default_factory=schema_of(type(value), schemas))
         elif isinstance(value, Mapping | list | tuple):
             default = dataclasses.field(
-                default_factory=lambda v=_schema_default(value): _copy(v))
+                default_factory=functools.partial(_copy, _schema_default(value)))
         else:
             default = dataclasses.field(default=value)
         fields.append((f.name, hint, default))

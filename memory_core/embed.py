@@ -86,7 +86,10 @@ class SentenceTransformerEmbedder:
         self._model = None
         self._lock = threading.Lock()
         self._sha: str | None = None
-        self.dim = 384 if spec.model == PACKAGED_MINILM else self._load().get_embedding_dimension()
+        dim = 384 if spec.model == PACKAGED_MINILM else self._load().get_embedding_dimension()
+        if dim is None:  # no module declares an output size: no dense index could be sized
+            raise ValueError(f"{self.model_path}: the model reports no embedding dimension")
+        self.dim: int = dim
 
     def _load(self):
         with self._lock:

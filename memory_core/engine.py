@@ -157,7 +157,8 @@ class MemoryEngine:
 
         ``route="auto"`` instead of ``space_id`` files it into the space the router finds best
         among those where ``principal`` is a developer or owner, or into the default space when
-        none fits (see :meth:`memory_core.engine_routing.RoutePlanner.route_write`); ``get_memory(id).space_id`` says where it went.
+        none fits (see :meth:`memory_core.engine_routing.RoutePlanner.route_write`);
+        ``get_memory(id).space_id`` says where it went.
         ``scopes``: scope paths (``"org/acme/team/payments"``) a request's ``lens`` matches.
         """
         if route is not None or space_id is None:

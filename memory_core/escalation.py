@@ -52,19 +52,20 @@ def escalate(comp: Components, request: RetrieveRequest, space_ids: Sequence[str
     esc = comp.spec.escalate
     ch = comp.spec.channels
     top = pooled[:max(esc.prf_docs, esc.hyde_docs)]
-    mems = comp.store.get_memories(rowid_of(c.memory_id) for c in top)
-    texts = [mems[rowid_of(c.memory_id)].content for c in top
-             if rowid_of(c.memory_id) in mems]
+    rows = [r for c in top if (r := rowid_of(c.memory_id)) is not None]
+    mems = comp.store.get_memories(rows)
+    texts = [mems[r].content for r in rows if r in mems]
     terms = prf_terms(request.query, texts[:esc.prf_docs], esc.prf_terms)
     vec = query_vec
     if texts and esc.hyde_docs > 0:
         answer = comp.embedder.embed([" ".join(texts[:esc.hyde_docs])])[0]
         vec = mix(query_vec, answer, esc.hyde_weight)
     w = max(1, esc.widen)
-    wide = dataclasses.replace(comp, spec=dataclasses.replace(comp.spec, channels=dataclasses.replace(
+    wide_channels = dataclasses.replace(
         ch, dense_pool=ch.dense_pool * w, keyword_pool=ch.keyword_pool * w,
         temporal_pool=ch.temporal_pool * w, graph_pool=ch.graph_pool * w,
-        entity_pool=ch.entity_pool * w)))
+        entity_pool=ch.entity_pool * w)
+    wide = dataclasses.replace(comp, spec=dataclasses.replace(comp.spec, channels=wide_channels))
     rewritten = " ".join([request.query, *terms])
     second = search.pool(wide, dataclasses.replace(request, query=rewritten), space_ids, vec,
                          filters, window, failed, isolate)

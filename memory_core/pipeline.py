@@ -42,7 +42,7 @@ from memory_core.rerank.cross_encoder import Reranker
 from memory_core.rerank.stacked import RelevanceModel
 from memory_core.search import (boosted, candidates_for_space, evidence_probe,  # noqa: F401
                                 merge_across_spaces)
-from memory_core.store import SqlFilter, Store, memory_id_of, rowid_of
+from memory_core.store import SqlFilter, Store, memory_id_of, require_rowid, rowid_of
 from memory_core.trace import DedupTrace, TimeTrace, Trace
 from memory_core.types import (Candidate, ContextHit, Drop, Include, MemoryType, Mode, Ranked,
                                Result, RetrieveRequest, Tier, frozen_map)
@@ -166,8 +166,8 @@ def run(comp: Components, request: RetrieveRequest, space_ids: Sequence[str], *,
 
     # 6. cuts, results, block budget
     ranked = cut_limit(cut_min_score(scored.ranked, request.min_score), request.limit)
-    memories = comp.store.get_memories(rowid_of(c.memory_id) for c in ranked.candidates)
-    ordered = [memories[rowid_of(c.memory_id)] for c in ranked.candidates]
+    memories = comp.store.get_memories(require_rowid(c.memory_id) for c in ranked.candidates)
+    ordered = [memories[require_rowid(c.memory_id)] for c in ranked.candidates]
     passages = results.sources(comp.store, request, ordered, comp.spec.context.chars_per_token)
     shown = [results.result(m, c.score, passages)
              for m, c in zip(ordered, ranked.candidates, strict=True)]

@@ -19,11 +19,13 @@ def cut_include(store: Store, ranked: Ranked, include: Include) -> Ranked:
     ``prefer_observations`` (retrieval considered every memory) and before scoring."""
     if include is Include.BOTH or not ranked.candidates:
         return ranked
-    mems = store.get_memories(rowid_of(c.memory_id) for c in ranked.candidates)
+    mems = store.get_memories(r for c in ranked.candidates
+                              if (r := rowid_of(c.memory_id)) is not None)
     want = MemoryType.OBSERVATION if include is Include.FACTS else MemoryType.FACT
     keep, drops = [], []
     for c in ranked.candidates:
-        m = mems.get(rowid_of(c.memory_id))
+        r = rowid_of(c.memory_id)
+        m = mems.get(r) if r is not None else None
         if m is not None and m.memory_type is want:
             keep.append(c)
         else:

@@ -21,7 +21,7 @@ from memory_core.rerank import features as rerank_features
 from memory_core.rerank.cross_encoder import rerank_pool
 from memory_core.rerank.identity import score_by_rank
 from memory_core.rerank.stacked import score_pool
-from memory_core.store import rowid_of
+from memory_core.store import require_rowid
 from memory_core.trace import FallbackTrace, RerankRow, RerankTrace
 from memory_core.types import Candidate, Memory, Mode, Ranked, RetrieveRequest
 
@@ -64,8 +64,8 @@ def rerank(comp: Components, request: RetrieveRequest, ranked: Ranked,
     spec = comp.spec.rerank
     stacked = spec.scorer == "stacked"
     pooled = ranked.candidates[:spec.pool]
-    memories = comp.store.get_memories(rowid_of(c.memory_id) for c in pooled)
-    by_id = {c.memory_id: memories[rowid_of(c.memory_id)] for c in pooled}
+    memories = comp.store.get_memories(require_rowid(c.memory_id) for c in pooled)
+    by_id = {c.memory_id: memories[require_rowid(c.memory_id)] for c in pooled}
     texts = {k: m.content for k, m in by_id.items()}
     t0 = time.perf_counter()
     names: tuple[str, ...] | None = None

@@ -131,7 +131,8 @@ def merge_across_spaces(lists: Sequence[Sequence[Candidate]]) -> list[list[Candi
     for name, cands in by_channel.items():
         order = sorted(cands, key=lambda c: (-c.score, c.rank, c.memory_id))
         merged.append([Candidate(c.memory_id, c.score, i + 1, c.channel, frozen_map({name: i + 1}),
-                                 c.space_id, frozen_map({name: c.score})) for i, c in enumerate(order)])
+                                 c.space_id, frozen_map({name: c.score}))
+                       for i, c in enumerate(order)])
     return merged
 
 

@@ -79,6 +79,7 @@ class ReadPath:
                 query_ms=round((time.perf_counter() - t0) * 1000, 3))
         searched = None
         if req.route is None:
+            assert req.space_id is not None  # parse_request: exactly one of space_id and route
             comp = self.components
             if context_call:  # the seed's context hits: neighbours (and the configured cards)
                 hits = dataclasses.replace(self.spec.context_hits,
@@ -111,8 +112,11 @@ class ReadPath:
             query_ms=round((time.perf_counter() - t0) * 1000, 3), trace_id=trace_id,
             context_hits=out.context_hits)
         if not out.failed and trace.fallback is None:  # partial answers are not kept
-            read = versions if req.route is not None else {
-                req.space_id: versions.get(req.space_id, 0)}
+            if req.route is not None:
+                read = versions
+            else:
+                assert req.space_id is not None  # parse_request: exactly one of them
+                read = {req.space_id: versions.get(req.space_id, 0)}
             self.cache.put(key, response, receipt, read, exact=req.route is not None)
         return response
 

@@ -34,6 +34,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
+from typing import Any
 
 from dateutil.relativedelta import relativedelta
 
@@ -246,7 +247,9 @@ def _number(word: str) -> int:
 
 
 def _shift(unit: str, n: int) -> relativedelta:
-    return relativedelta(**{f"{unit}s": n})
+    # typed Any: a str-keyed dict of ints would also match relativedelta's dt1/dt2 (dates)
+    amount: dict[str, Any] = {f"{unit}s": n}
+    return relativedelta(**amount)
 
 
 def _mention_window(kind: str, m: re.Match[str], base: datetime) -> Window | None:

@@ -28,8 +28,8 @@ from memory_core.routing_trace import RoutingTrace, SubjectRoute
 from memory_core.trace_records import (CandidateLists, ChannelCounts, DedupTrace,
                                        EscalationTrace, ExpansionTrace, FallbackTrace,
                                        RecentTurnsTrace, RerankRow, RerankTrace,
-                                       SubjectContribution, TimeTrace, TraceRow, space_dicts, frozen,
-                                       per_space, trace_rows)
+                                       SubjectContribution, TimeTrace, TraceRow, space_dicts,
+                                       frozen, per_space, trace_rows)
 from memory_core.types import Mode, Retrieval, Tier, frozen_map
 
 __all__ = ["CandidateLists", "ChannelCounts", "DedupTrace", "EscalationTrace", "ExpansionTrace",

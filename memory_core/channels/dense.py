@@ -50,6 +50,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from enum import Enum
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -116,7 +117,8 @@ class DenseIndex:
         if not 0.0 <= self.spec.dense_ann_exact_share <= 1.0:
             raise ValueError("channels.dense_ann_exact_share must be within [0, 1], got "
                              f"{self.spec.dense_ann_exact_share!r}")
-        self._indexes: dict[str, object] = {}
+        # space -> its faiss IndexIDMap2 (flat or hnsw inside); Any: faiss is imported lazily
+        self._indexes: dict[str, Any] = {}
         self._held: dict[str, set[int]] = {}  # space -> rows its index holds
         self._synced: dict[str, int] = {}  # space -> store version the index has caught up with
         self._lock = threading.RLock()
@@ -162,7 +164,9 @@ class DenseIndex:
         """The flat ``index`` rebuilt as hnsw from the vectors it holds (the auto switch)."""
         faiss = _faiss()
         ids = faiss.vector_to_array(index.id_map).astype(np.int64)
-        mat = faiss.rev_swig_ptr(faiss.downcast_index(index.index).get_xb(),
+        flat = faiss.downcast_index(index.index)
+        assert isinstance(flat, faiss.IndexFlat)  # only a flat index switches to hnsw
+        mat = faiss.rev_swig_ptr(flat.get_xb(),
                                  index.ntotal * self.dim).reshape(index.ntotal, self.dim).copy()
         ann = self._new_index(hnsw=True)
         ann.add_with_ids(mat, ids)
@@ -245,7 +249,9 @@ class DenseIndex:
                                                       self.dim)
         try:
             index = faiss.deserialize_index(np.frombuffer(payload, dtype=np.uint8))
-            ids = faiss.vector_to_array(index.id_map).astype(np.int64)
+            # a payload that is not an IndexIDMap2 lacks id_map: that AttributeError is damage
+            id_map = index.id_map  # pyright: ignore[reportAttributeAccessIssue]
+            ids = faiss.vector_to_array(id_map).astype(np.int64)
         except (RuntimeError, AttributeError, ValueError) as exc:
             raise IndexFileError(DamageReason.PAYLOAD, str(exc)) from None
         if index.d != self.dim or len(ids) != header.count or \
@@ -322,7 +328,9 @@ class DenseIndex:
             share = len(eligible) / index.ntotal
         with self._lock:
             if file_kind(index) == KIND:
-                params = None if sel is None else faiss.SearchParameters(sel=sel)
+                # keywords: faiss's wrapper sets them as fields, its stub's __init__ takes none
+                params = None if sel is None else \
+                    faiss.SearchParameters(sel=sel)  # pyright: ignore[reportCallIssue]
                 scores, ids = index.search(q, k, params=params)
             else:
                 scores, ids = self._search_hnsw(index, q, k, sel, share)
@@ -341,17 +349,23 @@ class DenseIndex:
         faiss = _faiss()
         if share >= self.spec.dense_ann_exact_share:
             ef = min(max(self.spec.dense_hnsw_ef_search, k) / max(share, 1e-9), HNSW_EF_CAP)
-            params = faiss.SearchParametersHNSW(efSearch=max(int(ef), k))
+            # in faiss's runtime API, not in the stub it ships
+            params = faiss.SearchParametersHNSW(  # pyright: ignore[reportAttributeAccessIssue]
+                efSearch=max(int(ef), k))
             if sel is not None:
                 params.sel = sel
             scores, ids = index.search(q, k, params=params)
             if sel is None or int((ids[0] >= 0).sum()) >= k:
                 return scores, ids
         # exact: the hnsw's flat storage (positions, not rows) through a translating selector
-        storage = faiss.downcast_index(faiss.downcast_index(index.index).storage)
+        hnsw = faiss.downcast_index(index.index)
+        assert isinstance(hnsw, faiss.IndexHNSW)  # file_kind(index) is HNSW_KIND here
+        storage = faiss.downcast_index(hnsw.storage)
         params = None
         if sel is not None:
-            params = faiss.SearchParameters(sel=faiss.IDSelectorTranslated(index.id_map, sel))
+            translated = faiss.IDSelectorTranslated(index.id_map, sel)
+            # keywords: faiss's wrapper takes them, its stub does not (as in search)
+            params = faiss.SearchParameters(sel=translated)  # pyright: ignore[reportCallIssue]
         scores, pos = storage.search(q, k, params=params)
         ids = np.array([[index.id_map.at(int(p)) if p >= 0 else -1 for p in pos[0]]],
                        dtype=np.int64)

@@ -64,8 +64,12 @@ DEFAULT_MODEL_DIR = Path(__file__).resolve().parent / "trained" / "stacked_defau
 class RelevanceModel(Protocol):
     """Scores a pool's feature matrix: one probability of relevance per row, in order."""
 
-    names: tuple[str, ...]
-    uses_cross_encoder: bool
+    # read-only members: a plain attribute or a property (StackedModel's is computed) both fit
+    @property
+    def names(self) -> tuple[str, ...]: ...
+
+    @property
+    def uses_cross_encoder(self) -> bool: ...
 
     def predict(self, features: np.ndarray, memory_ids: Sequence[str]) -> Sequence[float]: ...
 

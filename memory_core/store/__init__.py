@@ -43,7 +43,8 @@ from memory_core.store.db import _DAMAGE_WORDS as _DAMAGE_WORDS
 from memory_core.store.db import Database as Database
 from memory_core.store.db import _is_damage as _is_damage
 from memory_core.store.entities import EntityQueries
-from memory_core.store.ids import MEMORY_ID_PREFIX, entity_key, memory_id_of, rowid_of
+from memory_core.store.ids import (MEMORY_ID_PREFIX, entity_key, memory_id_of, require_rowid,
+                                   rowid_of)
 from memory_core.store.memories import _MEMORY_COLUMNS as _MEMORY_COLUMNS
 from memory_core.store.memories import MemoryQueries, NewMemory
 from memory_core.store.memories import _memory as _memory
@@ -69,7 +70,7 @@ from memory_core.store.turns import _write_contexts as _write_contexts
 __all__ = [
     "MEMORY_ID_PREFIX", "MINHASH_STORED", "PAGE_SIZE", "SCHEMA", "SCHEMA_VERSION", "NewMemory",
     "SqlFilter", "Store", "entity_key", "memory_id_of", "pack_minhash", "pad_instant",
-    "rowid_of", "unpack_minhash",
+    "require_rowid", "rowid_of", "unpack_minhash",
 ]
 
 

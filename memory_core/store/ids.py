@@ -1,8 +1,9 @@
 """The keys the store writes and matches by: public memory ids and entity keys.
 
 A memory's public id is ``mem_<rowid>`` (:func:`memory_id_of`); :func:`rowid_of` reads one
-back, and answers None for anything that is not one of ours. Entities are matched across
-memories by :func:`entity_key`, the form ``memory_entities`` holds.
+back, and answers None for anything that is not one of ours (:func:`require_rowid` raises
+instead, for ids the store issued itself). Entities are matched across memories by
+:func:`entity_key`, the form ``memory_entities`` holds.
 
 Example:
     >>> memory_id_of(42), rowid_of("mem_42"), rowid_of("mem_x"), rowid_of(42)
@@ -27,6 +28,15 @@ def rowid_of(memory_id: str) -> int | None:
         return None
     tail = memory_id[len(MEMORY_ID_PREFIX):]
     return int(tail) if tail.isdigit() else None
+
+
+def require_rowid(memory_id: str) -> int:
+    """The row of a memory id the store issued itself (a candidate's): one that is not ours
+    there is a bug upstream, so this raises ``ValueError`` instead of answering None."""
+    rowid = rowid_of(memory_id)
+    if rowid is None:
+        raise ValueError(f"not a memory id: {memory_id!r}")
+    return rowid
 
 
 def entity_key(entity: str) -> str:

@@ -276,7 +276,7 @@ def test_playground_runs_live_queries_and_shows_errors(app, tiny_outputs):
     assert "pricing table" in results["content"].iloc[0]
     assert any(c.value.startswith("score = **position**") for c in app.caption)  # fast mode
     md = _markdowns(app)
-    assert any(m.startswith(f"#### Candidates (") and f"kept {len(results)}," in m
+    assert any(m.startswith("#### Candidates (") and f"kept {len(results)}," in m
                for m in md)  # the live receipt is shown
     assert any(c.value.startswith("Dropped: ") and "limit" in c.value for c in app.caption)
 

@@ -12,7 +12,8 @@ def filled(engine):
     ids = engine.write_many("payments", [
         {"content": "The user prefers pnpm over npm.", "timestamp": "2024-06-15T10:00:00Z",
          "tags": ["project:alpha"]},
-        {"content": "Invoices are sent monthly through Stripe.", "timestamp": "2024-06-16T10:00:00Z"},
+        {"content": "Invoices are sent monthly through Stripe.",
+         "timestamp": "2024-06-16T10:00:00Z"},
         {"content": "Alice works at Globex since 2024.", "user_id": "alice"},
         {"content": "The quarterly billing report is due in March."},
     ])

@@ -299,7 +299,8 @@ def test_bad_lens_and_bad_write_scopes_are_422_and_write_nothing(scoped):
 
 def test_an_observation_carries_the_scope_paths_its_sources_share(scoped):
     engine, ids = scoped
-    note = engine.observe("s", "Payments deploy summary.", source_ids=[ids["pay_alpha"], ids["pay"]])
+    note = engine.observe("s", "Payments deploy summary.",
+                          source_ids=[ids["pay_alpha"], ids["pay"]])
     assert note in _ids(engine, lens=[["org/acme/team/payments"]])
     assert note not in _ids(engine, lens=[["project/alpha"]])
 

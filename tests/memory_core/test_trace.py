@@ -66,8 +66,8 @@ def _stored(eng: MemoryEngine, receipt_id: str) -> dict:
 
 def test_an_addressed_receipt_round_trips_through_storage_unchanged(eng):
     resp = eng.retrieve(query="Who owns pricing and what moved to Stripe in 2024?",
-                        space_id="payments", expand_query=True, include_duplicates=True, context_hits=True,
-                        format="block", context_max_tokens=30, receipt=True)
+                        space_id="payments", expand_query=True, include_duplicates=True,
+                        context_hits=True, format="block", context_max_tokens=30, receipt=True)
     live = eng._traces.get(resp.receipt_id)
     stored = eng.store.get_receipt(resp.receipt_id)
     assert live is not None and stored is not None
