@@ -15,6 +15,7 @@ typed spec.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import functools
 import types
@@ -111,11 +112,29 @@ def _schema_hint(hint: Any, schemas: dict[type, type]) -> Any:
     return hint
 
 
-def _schema_default(value: Any) -> Any:
+def _field_defaults(spec: type) -> dict[str, Any]:
+    """The spec's field defaults, read from its fields (a spec whose checks need a value, such
+    as a training source's ``data.name``, has no valid instance of all defaults)."""
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(spec):
+        if f.default_factory is not dataclasses.MISSING:
+            out[f.name] = f.default_factory()
+        else:
+            out[f.name] = f.default
+    return out
+
+
+def _schema_default(value: Any, schemas: dict[type, type]) -> Any:
+    """A default as its schema holds it: a spec instance (a member of a mapping of specs)
+    becomes an instance of the spec's schema, tuples lists."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return schema_of(type(value), schemas)(**{
+            f.name: _schema_default(getattr(value, f.name), schemas)
+            for f in dataclasses.fields(value)})
     if isinstance(value, Mapping):
-        return {k: _schema_default(v) for k, v in value.items()}
+        return {k: _schema_default(v, schemas) for k, v in value.items()}
     if isinstance(value, tuple | list):
-        return [_schema_default(v) for v in value]
+        return [_schema_default(v, schemas) for v in value]
     return value
 
 
@@ -130,19 +149,19 @@ def schema_of(spec: type, schemas: dict[type, type] | None = None,
     if spec in schemas and not from_groups:
         return schemas[spec]
     hints = typing.get_type_hints(spec)
-    defaults = spec()
+    defaults = _field_defaults(spec)
     fields = []
     for f in dataclasses.fields(spec):
         if f.name in from_groups:
             fields.append((f.name, Any, dataclasses.field(default=None)))
             continue
         hint = _schema_hint(hints[f.name], schemas)
-        value = getattr(defaults, f.name)
+        value = defaults[f.name]
         if dataclasses.is_dataclass(value):
             default = dataclasses.field(default_factory=schema_of(type(value), schemas))
         elif isinstance(value, Mapping | list | tuple):
             default = dataclasses.field(
-                default_factory=functools.partial(_copy, _schema_default(value)))
+                default_factory=functools.partial(_copy, _schema_default(value, schemas)))
         else:
             default = dataclasses.field(default=value)
         fields.append((f.name, hint, default))
@@ -154,11 +173,20 @@ def schema_of(spec: type, schemas: dict[type, type] | None = None,
 
 
 def _copy(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _copy(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_copy(v) for v in value]
-    return value
+    return copy.deepcopy(value)
+
+
+def global_schema(spec: type, **blocks: type) -> DictConfig:
+    """A node for the top level of an entry config (``@_global_``): each field of ``spec`` at
+    its own key, plus each of ``blocks`` (key -> spec) as a block. The top level stays untyped
+    (the entry config adds ``paths``, the stage groups and its own settings); every member
+    that is a spec, a typed mapping or a typed list is typed as in its schema."""
+    members = {f.name: f.name for f in dataclasses.fields(spec)}
+    node = OmegaConf.structured(schema_of(spec))
+    out = OmegaConf.create({key: node[key] for key in members})
+    for key, block in blocks.items():
+        out[key] = OmegaConf.structured(schema_of(block))
+    return out
 
 
 _REGISTERED = False

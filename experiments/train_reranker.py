@@ -10,7 +10,8 @@ under ``stacked:`` (see :mod:`experiments.train_stacked`) and writes it over the
 default ``memory_core/rerank/trained/stacked_default/`` (``stacked.out`` elsewhere). The rest of
 this docstring is the cross-encoder (``scorer=cross_encoder``).
 
-The recipe (``conf/train_reranker.yaml`` plus a ``conf/rerank/recipe/<name>.yaml`` preset):
+The recipe (:class:`~experiments.rerank_data.Recipe`, whose defaults the composed
+``conf/train_reranker.yaml`` holds, plus a ``conf/rerank/recipe/<name>.yaml`` preset):
 
 1. **Data.** Each enabled source is loaded with the harness's own loaders: the synthetic world
    (always available; generated with its own seed and only from topics the evaluated world
@@ -67,7 +68,7 @@ from experiments.config import engine_spec, eval_spec, to_plain
 from experiments.rerank_data import (CONF_DIR, RECIPE_KEYS, MiningSpec, Mined, Recipe, SourceSpec,
                                      SplitSpec, TrainSpec, compose_train_config, family,
                                      load_source, mine, recipe_from_config, recipe_from_mapping,
-                                     split_groups, training_pairs)
+                                     register_train_configs, split_groups, training_pairs)
 from experiments.data.schema import Dataset, QueryDef
 from memory_core import MemoryEngine
 from memory_core.config import EngineSpec, RerankSpec
@@ -85,6 +86,7 @@ __all__ = ["CONF_DIR", "RECIPE_KEYS", "MiningSpec", "Mined", "Recipe", "SourceSp
 
 RECIPE_GROUP = "rerank/recipe"
 CARD_VERSION = 1
+register_train_configs()  # schema/train_reranker: conf/train_reranker.yaml starts from it
 
 
 # --------------------------------------------------------------------------- evaluation

@@ -3,7 +3,8 @@
     python -m experiments.train_reranker                          # scorer=stacked (default)
     python -m experiments.train_reranker scorer=cross_encoder     # the cross-encoder instead
 
-The recipe (``stacked:`` in ``conf/train_reranker.yaml``):
+The recipe (:class:`StackedRecipe`: its defaults are the block ``stacked`` of the composed
+``train_reranker`` config, registered by :func:`experiments.rerank_data.register_train_configs`):
 
 1. **Data.** Each enabled source (``stacked.sources``, the same schema as the cross-encoder's
    sources) is loaded with the harness's loaders: the synthetic world (its own seed, only topics
@@ -51,6 +52,7 @@ from tqdm.auto import tqdm
 from experiments.data.registry import load_dataset
 from experiments.data.schema import Dataset, SpaceDef
 from experiments.ingest import ingest
+from experiments.rerank_data import SourceSpec, default_stacked_sources, sources_from_mapping
 from experiments.stats import calibration
 from memory_core import MemoryEngine
 from memory_core.config import EngineSpec, spec_from_mapping
@@ -96,18 +98,26 @@ class CalibrationSpec:
 
 @dataclass(frozen=True)
 class StackedRecipe:
-    """Everything that decides what stacked model comes out (written into its card)."""
+    """Everything that decides what stacked model comes out (written into its card).
+
+    Its defaults are the recipe of ``python -m experiments.train_reranker`` (the block
+    ``stacked``, registered with the cross-encoder's recipe as the structured config
+    ``schema/train_reranker``; ``conf/train_reranker.yaml`` restates none)."""
 
     name: str = "stacked_default"
     out: str | None = None          # None: the packaged default folder
     seed: int = 0
-    heldout_fraction: float = 0.25
+    heldout_fraction: float = 0.25  # of each dataset's spaces, with all their questions
     cross_encoder: bool = False     # add the cross-encoder's score as a feature
-    sources: Mapping[str, Any] = field(default_factory=dict)
-    # source name -> a conf/data block whose questions are removed from that source
-    exclude_from: Mapping[str, Any] = field(default_factory=dict)
-    # source name -> questions whose haystacks share one space (see merge_haystacks)
-    merge_haystacks: Mapping[str, int] = field(default_factory=dict)
+    sources: Mapping[str, SourceSpec] = field(default_factory=default_stacked_sources)
+    # source name -> a conf/data block whose questions are removed from that source: every
+    # question of the shared LongMemEval S subset is kept out, so the model may be scored on S
+    exclude_from: Mapping[str, Any] = field(
+        default_factory=lambda: {"longmemeval": {"name": "longmemeval", "variant": "s"}})
+    # source name -> questions whose haystacks share one space (see merge_haystacks): oracle
+    # haystacks are evidence sessions only (a pool of a few, mostly gold, turns); 40 questions
+    # to a space give each question other questions' sessions as distractors
+    merge_haystacks: Mapping[str, int] = field(default_factory=lambda: {"longmemeval": 40})
     model: ModelSpec = field(default_factory=ModelSpec)
     calibration: CalibrationSpec = field(default_factory=CalibrationSpec)
     eval_ks: tuple[int, ...] = (5, 10)
@@ -118,18 +128,14 @@ class StackedRecipe:
 
 def stacked_recipe_from_mapping(values: Mapping[str, Any]) -> StackedRecipe:
     """A :class:`StackedRecipe` from plain mappings (unknown keys fail)."""
-    from experiments.rerank_data import SourceSpec, as_tuples
-
     values = dict(values)
-    sources = {name: spec_from_mapping(SourceSpec, as_tuples(src, ("exclude_conversations",
-                                                                 "kinds")))
-               for name, src in (values.pop("sources", None) or {}).items()}
+    sources = sources_from_mapping(values.pop("sources", None))
     if "eval_ks" in values:
         values["eval_ks"] = tuple(values["eval_ks"])
     recipe = spec_from_mapping(StackedRecipe, values)
     if not 0 < recipe.heldout_fraction < 1:
         raise ValueError(f"heldout_fraction must be in (0, 1), got {recipe.heldout_fraction}")
-    return dataclasses.replace(recipe, sources=sources)
+    return recipe if sources is None else dataclasses.replace(recipe, sources=sources)
 
 
 # --------------------------------------------------------------------------- mining
