@@ -99,11 +99,18 @@ class ChannelsSpec:
     # see memory_core/store/turns.py) beside its own text (weight 1); 0 = own text only
     # (0.4: best of 0 / 0.2 / 0.4 on LongMemEval oracle and an S subset; README "First stage")
     keyword_context_weight: float = 0.4
+    # keyword: drop query words held by more than this share of the space's memories (BM25's
+    # statistics are store-wide; a word common in one space, e.g. its speakers' names, is
+    # rare across spaces); None = keep every word
+    keyword_space_df_max: float | None = None
 
     def __post_init__(self) -> None:
         w = self.keyword_context_weight
         if not (isinstance(w, (int, float)) and 0.0 <= w <= 10.0):
             raise ValueError(f"channels.keyword_context_weight must be within [0, 10], got {w!r}")
+        d = self.keyword_space_df_max
+        if d is not None and not (isinstance(d, (int, float)) and 0.0 < d <= 1.0):
+            raise ValueError(f"channels.keyword_space_df_max must be within (0, 1], got {d!r}")
 
 
 @dataclass(frozen=True)

@@ -26,27 +26,49 @@ where which who whom why will with would you your yours about over under again j
 """.split())
 
 
-def match_expression(query: str) -> str | None:
-    """The FTS5 MATCH text for a query, or None when it has no content word.
+def query_words(query: str) -> list[str]:
+    """The query's content words, lower-cased, in order, each once."""
+    words: list[str] = []
+    for w in _WORD.findall(query.lower()):
+        if w not in STOPWORDS and w not in words:
+            words.append(w)
+    return words
+
+
+def match_expression(query: str, words: list[str] | None = None) -> str | None:
+    """The FTS5 MATCH text for a query (or for ``words``), or None when it has no content word.
 
     Example:
         >>> match_expression("Where does Alice work?")
         '"alice" OR "work"'
     """
-    words: list[str] = []
-    for w in _WORD.findall(query.lower()):
-        if w not in STOPWORDS and w not in words:
-            words.append(w)
+    words = query_words(query) if words is None else words
     if not words:
         return None
     return " OR ".join(f'"{w}"' for w in words)
 
 
+def space_common_words(store: Store, space_id: str, words: list[str], df_max: float
+                       ) -> list[str]:
+    """The words held by more than ``df_max`` of the space's memories (never all of them)."""
+    size = store.space_stamp(space_id)[0]
+    if size == 0:
+        return []
+    common = [w for w in words
+              if store.keyword_doc_count(space_id, f'"{w}"') > df_max * size]
+    return common if len(common) < len(words) else []
+
+
 def search(store: Store, space_id: str, query: str, flt: SqlFilter, depth: int,
-           context_weight: float = 0.0) -> list[Candidate]:
+           context_weight: float = 0.0, space_df_max: float | None = None) -> list[Candidate]:
     """Top ``depth`` eligible memories of the space by BM25; a turn's neighbour turns count
-    with ``context_weight`` beside its own text (``channels.keyword_context_weight``)."""
-    expr = match_expression(query)
+    with ``context_weight`` beside its own text (``channels.keyword_context_weight``); words
+    common within the space are left out when ``space_df_max`` is set."""
+    words = query_words(query)
+    if space_df_max is not None and words:
+        common = set(space_common_words(store, space_id, words, space_df_max))
+        words = [w for w in words if w not in common]
+    expr = match_expression(query, words)
     if expr is None or depth <= 0:
         return []
     hits = store.keyword_search(space_id, expr, flt, depth, context_weight)

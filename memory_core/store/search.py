@@ -35,6 +35,13 @@ class SearchQueries(Database):
                 "ORDER BY v.rowid", (space_id, *chunk)))
         return _matrix(rows)
 
+    def keyword_doc_count(self, space_id: str, match: str) -> int:
+        """How many of the space's memories hold ``match`` in their own text (FTS5)."""
+        row = self._query("SELECT COUNT(*) FROM memories_fts f JOIN memories m "
+                          "ON m.rowid = f.rowid WHERE memories_fts MATCH ? AND m.space_id = ?",
+                          (match, space_id))[0]
+        return int(row[0])
+
     def keyword_search(self, space_id: str, match: str, flt: SqlFilter,
                        depth: int, context_weight: float = 0.0) -> list[tuple[int, float]]:
         """BM25 (SQLite FTS5) over one space's eligible memories: [(rowid, score)], best first.
