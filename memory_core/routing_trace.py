@@ -66,7 +66,7 @@ class RoutingTrace:
         if self.outside is not None:
             out["outside"] = list(self.outside)
         if self.scores is not None:
-            out["scores"] = [_plain(s) for s in self.scores]
+            out["scores"] = [plain(s) for s in self.scores]
         if self.chosen is not None:
             out["chosen"] = list(self.chosen)
         if self.decided:
@@ -100,9 +100,10 @@ class RoutingTrace:
             bool(b.get("widened_by_subjects", False)), "reason" in b)
 
 
-def _plain(value: Any) -> Any:
+def plain(value: Any) -> Any:
+    """A JSON-able copy (read-only mappings and tuples as dicts and lists)."""
     if isinstance(value, Mapping):
-        return {k: _plain(v) for k, v in value.items()}
+        return {k: plain(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
+        return [plain(v) for v in value]
     return value

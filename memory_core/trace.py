@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from memory_core.routing_trace import RoutingTrace, SubjectRoute
+from memory_core.routing_trace import RoutingTrace, SubjectRoute, plain
 from memory_core.trace_records import (CandidateLists, ChannelCounts, DedupTrace,
                                        EscalationTrace, ExpansionTrace, FallbackTrace,
                                        RecentTurnsTrace, RerankRow, RerankTrace,
@@ -83,7 +83,7 @@ class Trace:
             elif isinstance(value, tuple):
                 value = list(value)
             elif isinstance(value, Mapping):
-                value = _plain(value)
+                value = plain(value)
             out[name] = value
         return out
 
@@ -121,15 +121,6 @@ class Trace:
             recent_turns=None if get("recent_turns") is None
             else RecentTurnsTrace.from_dict(b["recent_turns"]),
             cached_from=get("cached_from"))
-
-
-def _plain(value: Any) -> Any:
-    """A JSON-able copy (read-only mappings and tuples as dicts and lists)."""
-    if isinstance(value, Mapping):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    return value
 
 
 _FIELDS = tuple(Trace.__dataclass_fields__)
