@@ -103,6 +103,11 @@ class ChannelsSpec:
     # statistics are store-wide; a word common in one space, e.g. its speakers' names, is
     # rare across spaces); None = keep every word
     keyword_space_df_max: float | None = None
+    # keyword: BM25's IDF from the whole store's counts (FTS5's own, "store") or from the
+    # searched space's ("space", channels/keyword.py space_idf_scores), the space's counts
+    # smoothed with keyword_idf_prior_rows pseudo-rows at the store-wide rate
+    keyword_idf: str = "store"
+    keyword_idf_prior_rows: float = 0.0
 
     def __post_init__(self) -> None:
         w = self.keyword_context_weight
@@ -111,6 +116,13 @@ class ChannelsSpec:
         d = self.keyword_space_df_max
         if d is not None and not (isinstance(d, (int, float)) and 0.0 < d <= 1.0):
             raise ValueError(f"channels.keyword_space_df_max must be within (0, 1], got {d!r}")
+        p = self.keyword_idf_prior_rows
+        if not (isinstance(p, (int, float)) and 0.0 <= p <= 1e9):
+            raise ValueError("channels.keyword_idf_prior_rows must be within [0, 1e9], "
+                             f"got {p!r}")
+        if self.keyword_idf not in ("store", "space"):
+            raise ValueError("channels.keyword_idf must be 'store' or 'space', "
+                             f"got {self.keyword_idf!r}")
 
 
 @dataclass(frozen=True)

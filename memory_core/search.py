@@ -70,7 +70,8 @@ def candidates_for_space(comp: Components, request: RetrieveRequest, space_id: s
         top_cosine = round(float(dense[0].score), 6) if dense else None
     if (hybrid and ch.keyword) or which is Retrieval.BM25:
         add("keyword", keyword.search(comp.store, space_id, request.query, flt, ch.keyword_pool,
-                                      ch.keyword_context_weight, ch.keyword_space_df_max))
+                                      ch.keyword_context_weight, ch.keyword_space_df_max,
+                                      ch.keyword_idf, ch.keyword_idf_prior_rows))
     if hybrid and ch.temporal and window is not None:
         add("temporal", temporal.search(comp.dense, space_id, query_vec, flt, window,
                                         ch.temporal_pool))

@@ -7,11 +7,19 @@ the corpus in memory. ``benchmarks/perf.py`` reports its latency beside the dens
 
 The query becomes an OR of its quoted content words, so any shared word can match and BM25's
 IDF weighs them (FTS5's ``bm25()`` uses k1=1.2, b=0.75).
+
+FTS5 keeps one set of statistics for the whole store, so a word's IDF is its rarity across
+every space. With ``idf="space"`` (``channels.keyword_idf``) each word is scored alone and its
+IDF is re-weighed to its rarity within the searched space (:func:`space_idf_scores`): a
+speaker's name that opens most of one conversation's turns is rare across ten conversations
+but says nothing inside its own.
 """
 
 from __future__ import annotations
 
+import math
 import re
+from collections import Counter, defaultdict
 
 from memory_core.store import SqlFilter, Store, memory_id_of
 from memory_core.types import Candidate, Channel, frozen_map
@@ -59,11 +67,58 @@ def space_common_words(store: Store, space_id: str, words: list[str], df_max: fl
     return common if len(common) < len(words) else []
 
 
+IDF_CHOICES = ("store", "space")
+
+
+def fts5_idf(rows: float, df: float) -> float:
+    """BM25's IDF as FTS5 computes it: ``ln((N - n + 0.5) / (n + 0.5))``, and 1e-6 where that
+    is not positive (a word in at least half of the rows)."""
+    idf = math.log((rows - df + 0.5) / (df + 0.5))
+    return idf if idf > 0.0 else 1e-6
+
+
+def space_idf_scores(store: Store, space_id: str, words: list[str], flt: SqlFilter,
+                     depth: int, context_weight: float, prior_rows: float = 0.0
+                     ) -> list[tuple[int, float]]:
+    """BM25 with each word's IDF taken within the space: [(rowid, score)], best first.
+
+    Each word is matched alone (its FTS5 score is its store-wide IDF times its
+    term-frequency part), divided by that store-wide IDF and multiplied by the IDF from the
+    space's own counts: the rows of the space and how many of them hold the word, plus
+    ``prior_rows`` pseudo-rows that hold it at its store-wide rate (a small space's counts
+    are noisy; 0: the space's counts alone, large: back to the store's IDF). The
+    neighbour context (``memories_ctx``) is re-weighed the same way with its own counts. The
+    length norm keeps FTS5's store-wide average length. In a store of one space the scores
+    equal :meth:`Store.keyword_search`'s.
+    """
+    phrases = [f'"{w}"' for w in words]
+    k = len(phrases)
+    hits = store.keyword_term_hits(space_id, phrases, flt, context_weight > 0.0)
+    own_rows, own_space, ctx_rows, ctx_space = store.fulltext_sizes(space_id)
+    space_df = Counter(t for t, *_ in hits)
+    store_df = {t: n for t, _, _, n, _ in hits}
+    factor: dict[int, float] = {}
+    for t, n in store_df.items():
+        rows, space_rows, weight = ((own_rows, own_space, 1.0) if t < k
+                                    else (ctx_rows, ctx_space, context_weight))
+        space_idf = fts5_idf(space_rows + prior_rows, space_df[t] + prior_rows * n / rows)
+        factor[t] = weight * space_idf / fts5_idf(rows, n)
+    scores: dict[int, float] = defaultdict(float)
+    for t, rowid, s, _, eligible in hits:
+        if eligible:
+            scores[rowid] += s * factor[t]
+    return sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[:depth]
+
+
 def search(store: Store, space_id: str, query: str, flt: SqlFilter, depth: int,
-           context_weight: float = 0.0, space_df_max: float | None = None) -> list[Candidate]:
+           context_weight: float = 0.0, space_df_max: float | None = None,
+           idf: str = "store", idf_prior_rows: float = 0.0) -> list[Candidate]:
     """Top ``depth`` eligible memories of the space by BM25; a turn's neighbour turns count
     with ``context_weight`` beside its own text (``channels.keyword_context_weight``); words
-    common within the space are left out when ``space_df_max`` is set."""
+    common within the space are left out when ``space_df_max`` is set; ``idf`` ``store``
+    (FTS5's statistics) or ``space`` (:func:`space_idf_scores`, with ``idf_prior_rows``)."""
+    if idf not in IDF_CHOICES:
+        raise ValueError(f"idf must be one of {IDF_CHOICES}, got {idf!r}")
     words = query_words(query)
     if space_df_max is not None and words:
         common = set(space_common_words(store, space_id, words, space_df_max))
@@ -71,7 +126,11 @@ def search(store: Store, space_id: str, query: str, flt: SqlFilter, depth: int,
     expr = match_expression(query, words)
     if expr is None or depth <= 0:
         return []
-    hits = store.keyword_search(space_id, expr, flt, depth, context_weight)
+    if idf == "space":
+        hits = space_idf_scores(store, space_id, words, flt, depth, context_weight,
+                                idf_prior_rows)
+    else:
+        hits = store.keyword_search(space_id, expr, flt, depth, context_weight)
     return [Candidate(memory_id_of(rowid), score, i + 1, Channel.KEYWORD,
                       frozen_map({Channel.KEYWORD.value: i + 1}), space_id)
             for i, (rowid, score) in enumerate(hits)]

@@ -1,0 +1,120 @@
+"""``channels.keyword_idf="space"``: BM25's IDF from the searched space's own counts rather than
+FTS5's store-wide ones (a speaker's name that opens most of one conversation's turns is rare
+across conversations, yet says nothing inside its own)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from memory_core import MemoryEngine
+from memory_core.channels import keyword
+from memory_core.config import ChannelsSpec
+from memory_core.store import SqlFilter, rowid_of
+
+TURNS = [f"Caroline: note {i} about the garden" for i in range(6)]
+TURNS += ["Caroline: I adopted a puppy named Oscar", "Melanie: the puppy chewed my garden hose",
+          "Melanie: the weather was fine", "Caroline: Caroline met Caroline's sister"]
+OTHER = [f"Jon: the shop sold {i} bikes today" for i in range(30)]
+
+
+def _open(hash_embedder, spaces: dict[str, list[str]]) -> MemoryEngine:
+    eng = MemoryEngine.open(":memory:", embedder=hash_embedder)
+    for space, turns in spaces.items():
+        eng.create_space(space)
+        eng.write_many(space, [{"content": t, "session_id": "s1",
+                                "timestamp": f"2024-01-01T00:{i:02d}:00Z"}
+                               for i, t in enumerate(turns)])
+    return eng
+
+
+def _id_of(eng: MemoryEngine, content: str) -> str:
+    (mid,) = [m.memory_id for m in eng.iter_memories("c") if m.content == content]
+    return mid
+
+
+@pytest.fixture
+def one_space(hash_embedder):
+    eng = _open(hash_embedder, {"c": TURNS})
+    yield eng
+    eng.close()
+
+
+@pytest.fixture
+def two_spaces(hash_embedder):
+    eng = _open(hash_embedder, {"c": TURNS, "shop": OTHER})
+    yield eng
+    eng.close()
+
+
+def test_fts5_idf_matches_the_formula():
+    assert keyword.fts5_idf(100, 9) == pytest.approx(math.log(91.5 / 9.5))
+    assert keyword.fts5_idf(10, 5) == 1e-6 and keyword.fts5_idf(10, 9) == 1e-6
+
+
+@pytest.mark.parametrize("weight", [0.0, 0.4])
+def test_in_a_store_of_one_space_the_scores_equal_fts5s(one_space, weight):
+    q = "Did Caroline's puppy chew the garden hose?"
+    store = keyword.search(one_space.store, "c", q, SqlFilter(), 20, weight)
+    space = keyword.search(one_space.store, "c", q, SqlFilter(), 20, weight, idf="space")
+    assert [c.memory_id for c in space] == [c.memory_id for c in store]
+    assert [c.score for c in space] == pytest.approx([c.score for c in store], rel=1e-9)
+
+
+def test_a_word_common_in_its_space_weighs_nothing_there(two_spaces):
+    eng = two_spaces
+    # "caroline" is in 8 of the 10 turns of space c, but in 8 of 40 rows of the store
+    store = dict((c.memory_id, c.score) for c in
+                 keyword.search(eng.store, "c", "Caroline puppy", SqlFilter(), 20))
+    space = dict((c.memory_id, c.score) for c in
+                 keyword.search(eng.store, "c", "Caroline puppy", SqlFilter(), 20, idf="space"))
+    name_only = _id_of(eng, TURNS[9])  # "Caroline: Caroline met Caroline's sister"
+    assert store[name_only] > 1.0  # FTS5: the name is rare store-wide
+    assert space[name_only] < 1e-3  # within the space it is in most rows
+    # the puppy turns lead; the name-only turn falls below both
+    top = sorted(space, key=lambda m: -space[m])[:2]
+    assert set(top) == {_id_of(eng, TURNS[6]), _id_of(eng, TURNS[7])}
+    # with FTS5's statistics a turn sharing only the name scores over half of a puppy turn
+    melanie_puppy = _id_of(eng, TURNS[7])
+    name_turns = [_id_of(eng, t) for t in TURNS[:6]] + [name_only]
+    assert min(store[m] for m in name_turns) > 0.5 * store[melanie_puppy]
+    assert max(space[m] for m in name_turns) < 1e-5 * space[melanie_puppy]
+
+
+def test_the_filter_drops_rows_but_they_still_count(two_spaces):
+    eng = two_spaces
+    puppy_owner = _id_of(eng, TURNS[6])
+    flt = SqlFilter("m.rowid != ?", (rowid_of(puppy_owner),))
+    kept = keyword.search(eng.store, "c", "puppy", flt, 20, idf="space")
+    assert puppy_owner not in [c.memory_id for c in kept] and len(kept) == 1
+    # df of "puppy" in c is 2 of 10 whether or not the filter hides one of them
+    full = {c.memory_id: c.score for c in keyword.search(eng.store, "c", "puppy", SqlFilter(),
+                                                          20, idf="space")}
+    assert kept[0].score == pytest.approx(full[kept[0].memory_id])
+
+
+def test_the_setting_is_checked(one_space):
+    with pytest.raises(ValueError, match="keyword_idf"):
+        ChannelsSpec(keyword_idf="global")
+    assert ChannelsSpec().keyword_idf == "store"
+    with pytest.raises(ValueError, match="idf"):
+        keyword.search(one_space.store, "c", "puppy", SqlFilter(), 5, idf="global")
+
+
+def test_prior_rows_move_the_weights_back_toward_the_store(two_spaces):
+    eng = two_spaces
+    q = "Caroline puppy"
+
+    def scores(**kw):
+        return {c.memory_id: c.score
+                for c in keyword.search(eng.store, "c", q, SqlFilter(), 20, **kw)}
+
+    store, pure = scores(), scores(idf="space")
+    some, huge = scores(idf="space", idf_prior_rows=20), scores(idf="space", idf_prior_rows=1e8)
+    name_only = _id_of(eng, TURNS[9])
+    assert pure[name_only] < some[name_only] < store[name_only]
+    # the limit is ln((N - n) / n), FTS5's IDF without its +0.5 smoothing of the counts
+    assert huge == pytest.approx(store, rel=0.1)
+    with pytest.raises(ValueError, match="keyword_idf_prior_rows"):
+        ChannelsSpec(keyword_idf_prior_rows=-1)
