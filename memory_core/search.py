@@ -40,10 +40,13 @@ class Pooled:
 
 def candidates_for_space(comp: Components, request: RetrieveRequest, space_id: str,
                          query_vec: Any, flt: SqlFilter, window: times.Window | None = None,
-                         channel_lists: list[list[Candidate]] | None = None) -> Pooled:
+                         channel_lists: list[list[Candidate]] | None = None,
+                         read_spaces: Sequence[str] = ()) -> Pooled:
     """Channels over one space's eligible memories, fused (``fusion.method``: RRF or a
     weighted sum of normalised scores) over the union of all channels. ``channel_lists``, when
-    given, receives each channel's own list (for the cross-space ranking of routed reads).
+    given, receives each channel's own list (for the cross-space ranking of routed reads);
+    ``read_spaces``, every space of such a read (their union makes the keyword channel's IDF
+    under ``channels.keyword_idf=space``).
 
     ``request.channels`` selects the generators: ``hybrid`` runs every channel the config
     enables (dense, keyword, temporal, entity, then graph expansion from the fused top);
@@ -71,7 +74,7 @@ def candidates_for_space(comp: Components, request: RetrieveRequest, space_id: s
     if (hybrid and ch.keyword) or which is Retrieval.BM25:
         add("keyword", keyword.search(comp.store, space_id, request.query, flt, ch.keyword_pool,
                                       ch.keyword_context_weight, ch.keyword_space_df_max,
-                                      ch.keyword_idf, ch.keyword_idf_prior_rows))
+                                      ch.keyword_idf, ch.keyword_idf_prior_rows, read_spaces))
     if hybrid and ch.temporal and window is not None:
         add("temporal", temporal.search(comp.dense, space_id, query_vec, flt, window,
                                         ch.temporal_pool))
@@ -112,7 +115,8 @@ def merge_across_spaces(lists: Sequence[Sequence[Candidate]]) -> list[list[Candi
     """Each channel's lists from several spaces merged into one list per channel, by score.
 
     A channel's score is a property of (query, memory), whatever space holds the memory: a
-    cosine (dense, temporal), BM25 with FTS5's table-wide statistics (keyword), a summed entity
+    cosine (dense, temporal), BM25 with FTS5's table-wide statistics or the read's spaces'
+    (keyword, ``channels.keyword_idf``), a summed entity
     IDF (graph; IDF per space, same scale). Sorting the union by that score (ties: the better
     per-space rank, then memory id) ranks several spaces' memories as one collection, so fusing
     the merged lists is a ranking across spaces, not a concatenation.
@@ -152,7 +156,7 @@ def pool(comp: Components, request: RetrieveRequest, space_ids: Sequence[str], q
     for space_id in live:
         try:
             by_space[space_id] = candidates_for_space(
-                comp, request, space_id, query_vec, filters[space_id], window, lists)
+                comp, request, space_id, query_vec, filters[space_id], window, lists, live)
         except MemoryCoreError:
             raise
         except Exception as exc:  # recorded per space: the caller reports it as search_failed

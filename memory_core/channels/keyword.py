@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter, defaultdict
+from collections.abc import Sequence
 
 from memory_core.store import SqlFilter, Store, memory_id_of
 from memory_core.types import Candidate, Channel, frozen_map
@@ -78,8 +79,8 @@ def fts5_idf(rows: float, df: float) -> float:
 
 
 def space_idf_scores(store: Store, space_id: str, words: list[str], flt: SqlFilter,
-                     depth: int, context_weight: float, prior_rows: float = 0.0
-                     ) -> list[tuple[int, float]]:
+                     depth: int, context_weight: float, prior_rows: float = 0.0,
+                     stats_spaces: Sequence[str] = ()) -> list[tuple[int, float]]:
     """BM25 with each word's IDF taken within the space: [(rowid, score)], best first.
 
     Each word is matched alone (its FTS5 score is its store-wide IDF times its
@@ -89,14 +90,17 @@ def space_idf_scores(store: Store, space_id: str, words: list[str], flt: SqlFilt
     are noisy; 0: the space's counts alone, large: back to the store's IDF). The
     neighbour context (``memories_ctx``) is re-weighed the same way with its own counts. The
     length norm keeps FTS5's store-wide average length. In a store of one space the scores
-    equal :meth:`Store.keyword_search`'s.
+    equal :meth:`Store.keyword_search`'s. A read of several spaces passes them all as
+    ``stats_spaces``: their union is the collection whose counts make the IDF, so the spaces'
+    scores compare and rank as one space holding them all would.
     """
     phrases = [f'"{w}"' for w in words]
     k = len(phrases)
-    hits = store.keyword_term_hits(space_id, phrases, flt, context_weight > 0.0)
-    own_rows, own_space, ctx_rows, ctx_space = store.fulltext_sizes(space_id)
+    hits = store.keyword_term_hits(space_id, phrases, flt, context_weight > 0.0, stats_spaces)
+    own_rows, own_space, ctx_rows, ctx_space = store.fulltext_sizes(
+        sorted({space_id, *stats_spaces}))
     space_df = Counter(t for t, *_ in hits)
-    store_df = {t: n for t, _, _, n, _ in hits}
+    store_df = {t: n for t, _, _, n, _, _ in hits}
     factor: dict[int, float] = {}
     for t, n in store_df.items():
         rows, space_rows, weight = ((own_rows, own_space, 1.0) if t < k
@@ -104,19 +108,21 @@ def space_idf_scores(store: Store, space_id: str, words: list[str], flt: SqlFilt
         space_idf = fts5_idf(space_rows + prior_rows, space_df[t] + prior_rows * n / rows)
         factor[t] = weight * space_idf / fts5_idf(rows, n)
     scores: dict[int, float] = defaultdict(float)
-    for t, rowid, s, _, eligible in hits:
-        if eligible:
+    for t, rowid, s, _, eligible, own in hits:
+        if eligible and own:
             scores[rowid] += s * factor[t]
     return sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[:depth]
 
 
 def search(store: Store, space_id: str, query: str, flt: SqlFilter, depth: int,
            context_weight: float = 0.0, space_df_max: float | None = None,
-           idf: str = "store", idf_prior_rows: float = 0.0) -> list[Candidate]:
+           idf: str = "store", idf_prior_rows: float = 0.0,
+           stats_spaces: Sequence[str] = ()) -> list[Candidate]:
     """Top ``depth`` eligible memories of the space by BM25; a turn's neighbour turns count
     with ``context_weight`` beside its own text (``channels.keyword_context_weight``); words
     common within the space are left out when ``space_df_max`` is set; ``idf`` ``store``
-    (FTS5's statistics) or ``space`` (:func:`space_idf_scores`, with ``idf_prior_rows``)."""
+    (FTS5's statistics) or ``space`` (:func:`space_idf_scores`, with ``idf_prior_rows``;
+    ``stats_spaces``: the other spaces of the same read, whose counts join the space's)."""
     if idf not in IDF_CHOICES:
         raise ValueError(f"idf must be one of {IDF_CHOICES}, got {idf!r}")
     words = query_words(query)
@@ -128,7 +134,7 @@ def search(store: Store, space_id: str, query: str, flt: SqlFilter, depth: int,
         return []
     if idf == "space":
         hits = space_idf_scores(store, space_id, words, flt, depth, context_weight,
-                                idf_prior_rows)
+                                idf_prior_rows, stats_spaces)
     else:
         hits = store.keyword_search(space_id, expr, flt, depth, context_weight)
     return [Candidate(memory_id_of(rowid), score, i + 1, Channel.KEYWORD,

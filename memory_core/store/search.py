@@ -75,17 +75,19 @@ class SearchQueries(Database):
         return [(int(r[0]), float(r[1])) for r in rows]
 
     def keyword_term_hits(self, space_id: str, phrases: Sequence[str], flt: SqlFilter,
-                          context: bool) -> list[tuple[int, int, float, int, bool]]:
-        """Every match in the space of each phrase scored alone, for per-space BM25 statistics.
+                          context: bool, stats_spaces: Sequence[str] = ()
+                          ) -> list[tuple[int, int, float, int, bool, bool]]:
+        """Every match of each phrase scored alone, in the space and in ``stats_spaces`` (the
+        spaces whose counts make the IDF; the space itself always counts).
 
-        Rows ``(term, rowid, score, store_df, eligible)``: ``term`` indexes ``phrases`` in the
-        memory's own text (``memories_fts``) and ``len(phrases) + i`` in its neighbour
+        Rows ``(term, rowid, score, store_df, eligible, own)``: ``term`` indexes ``phrases`` in
+        the memory's own text (``memories_fts``) and ``len(phrases) + i`` in its neighbour
         context (``memories_ctx``, only when ``context``); ``score`` is the negated FTS5
         ``bm25()`` of that one phrase (its store-wide IDF times its term-frequency part);
         ``store_df`` is how many rows of that table hold the phrase across the whole store
-        (the IDF FTS5 used); ``eligible`` whether the row passes ``flt``. Rows of the space
-        that ``flt`` excludes are returned too (flagged), since they count in the space's
-        document frequencies.
+        (the IDF FTS5 used); ``eligible`` whether the row passes ``flt``; ``own`` whether it
+        is in ``space_id``. Rows that ``flt`` excludes are returned too (flagged): they count
+        in the document frequencies.
         """
         if not phrases:
             return []
@@ -97,26 +99,32 @@ class SearchQueries(Database):
                 parts.append(f"SELECT {k * len(phrases) + i} AS t, rowid, -bm25({table}) AS s "
                              f"FROM {table} WHERE {table} MATCH ?")
                 params.append(phrase)
+        spaces = sorted({space_id, *stats_spaces})
         rows = self._query(
             f"WITH hits AS MATERIALIZED (SELECT t, rowid, s, COUNT(*) OVER (PARTITION BY t) "
             f"AS n FROM ({' UNION ALL '.join(parts)})) "
-            f"SELECT h.t, h.rowid, h.s, h.n, ({flt.where}) AS ok FROM hits h "
-            "JOIN memories m ON m.rowid = h.rowid WHERE m.space_id = ?",
-            (*params, *flt.params, space_id))
-        return [(int(r[0]), int(r[1]), float(r[2]), int(r[3]), bool(r[4])) for r in rows]
+            f"SELECT h.t, h.rowid, h.s, h.n, ({flt.where}) AS ok, m.space_id = ? AS own "
+            "FROM hits h JOIN memories m ON m.rowid = h.rowid "
+            f"WHERE m.space_id IN ({','.join('?' * len(spaces))})",
+            (*params, *flt.params, space_id, *spaces))
+        return [(int(r[0]), int(r[1]), float(r[2]), int(r[3]), bool(r[4]), bool(r[5]))
+                for r in rows]
 
-    def fulltext_sizes(self, space_id: str) -> tuple[int, int, int, int]:
-        """(store rows, space rows) of ``memories_fts`` then of ``memories_ctx``: the N of
-        BM25's IDF store-wide and within the space. Every memory has a ``memories_fts`` row;
-        ``memories_ctx`` rows are counted through FTS5's ``memories_ctx_docsize`` table (one
-        row per document, keyed by rowid), which an index seek can count."""
+    def fulltext_sizes(self, space_ids: Sequence[str]) -> tuple[int, int, int, int]:
+        """(store rows, rows of ``space_ids``) of ``memories_fts`` then of ``memories_ctx``:
+        the N of BM25's IDF store-wide and within the spaces. Every memory has a
+        ``memories_fts`` row; ``memories_ctx`` rows are counted through FTS5's
+        ``memories_ctx_docsize`` table (one row per document, keyed by rowid), which an index
+        seek can count."""
+        marks = ",".join("?" * len(space_ids))
         own = self._query("SELECT (SELECT COUNT(*) FROM memories), "
-                          "(SELECT COUNT(*) FROM memories WHERE space_id = ?)", (space_id,))[0]
+                          f"(SELECT COUNT(*) FROM memories WHERE space_id IN ({marks}))",
+                          tuple(space_ids))[0]
         ctx = self._query("SELECT (SELECT COUNT(*) FROM memories_ctx_docsize), "
                           "(SELECT COUNT(*) FROM memories m JOIN memories_ctx_docsize d "
-                          "ON d.id = m.rowid WHERE m.space_id = ?)", (space_id,))[0]
+                          f"ON d.id = m.rowid WHERE m.space_id IN ({marks}))",
+                          tuple(space_ids))[0]
         return int(own[0]), int(own[1]), int(ctx[0]), int(ctx[1])
-
 
 def _matrix(rows: Sequence[sqlite3.Row]) -> tuple[np.ndarray, np.ndarray]:
     ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))

@@ -19,13 +19,18 @@ TURNS += ["Caroline: I adopted a puppy named Oscar", "Melanie: the puppy chewed 
 OTHER = [f"Jon: the shop sold {i} bikes today" for i in range(30)]
 
 
-def _open(hash_embedder, spaces: dict[str, list[str]]) -> MemoryEngine:
+def _open(hash_embedder, spaces: dict[str, list[str]],
+          into: str | None = None) -> MemoryEngine:
+    """One space per entry, each entry one session; ``into``: every entry in that one space
+    (still one session each, so every turn keeps its neighbours)."""
     eng = MemoryEngine.open(":memory:", embedder=hash_embedder)
     for space, turns in spaces.items():
-        eng.create_space(space)
-        eng.write_many(space, [{"content": t, "session_id": "s1",
-                                "timestamp": f"2024-01-01T00:{i:02d}:00Z"}
-                               for i, t in enumerate(turns)])
+        target = into or space
+        if target not in {s.space_id for s in eng.list_spaces()}:
+            eng.create_space(target)
+        eng.write_many(target, [{"content": t, "session_id": f"s-{space}",
+                                 "timestamp": f"2024-01-01T00:{i:02d}:00Z"}
+                                for i, t in enumerate(turns)])
     return eng
 
 
@@ -118,3 +123,23 @@ def test_prior_rows_move_the_weights_back_toward_the_store(two_spaces):
     assert huge == pytest.approx(store, rel=0.1)
     with pytest.raises(ValueError, match="keyword_idf_prior_rows"):
         ChannelsSpec(keyword_idf_prior_rows=-1)
+
+
+def test_a_read_of_several_spaces_counts_them_together(hash_embedder):
+    """With the read's spaces as ``stats_spaces`` each space's scores are those of a space
+    holding every memory of the read (what lets a routed read rank them as one collection)."""
+    spaces = {"c": TURNS, "shop": OTHER + ["Jon: Caroline bought a puppy"]}
+    split, union = _open(hash_embedder, spaces), _open(hash_embedder, spaces, into="c")
+    q = "Caroline puppy garden"
+    for kw in ({}, {"idf_prior_rows": 20.0}):
+        whole = {union.get_memory(c.memory_id).content: c.score for c in keyword.search(
+            union.store, "c", q, SqlFilter(), 50, 0.4, idf="space", **kw)}
+        for space in ("c", "shop"):
+            alone = keyword.search(split.store, space, q, SqlFilter(), 50, 0.4, idf="space", **kw)
+            read = keyword.search(split.store, space, q, SqlFilter(), 50, 0.4, idf="space",
+                                  stats_spaces=("c", "shop"), **kw)
+            got = {split.get_memory(c.memory_id).content: c.score for c in read}
+            assert got == pytest.approx({t: whole[t] for t in got}, rel=1e-9)
+            assert [c.score for c in alone] != pytest.approx([c.score for c in read])
+    split.close()
+    union.close()

@@ -284,11 +284,13 @@ def _contents(resp):
     return [r.content for r in resp.results]
 
 
-def test_results_are_ranked_across_spaces_like_one_collection(hash_embedder):
+@pytest.mark.parametrize("idf", ["store", "space"])
+def test_results_are_ranked_across_spaces_like_one_collection(hash_embedder, idf):
     """A routed read of two spaces ranks exactly like an addressed read of one space that
     holds both spaces' memories (graph and temporal channels off: their statistics are per
-    space). Concatenation would put all of the first space's memories first."""
-    spec = EngineSpec(channels=ChannelsSpec(graph=False, temporal=False))
+    space; with ``keyword_idf=space`` the read's spaces make the keyword IDF together).
+    Concatenation would put all of the first space's memories first."""
+    spec = EngineSpec(channels=ChannelsSpec(graph=False, temporal=False, keyword_idf=idf))
     a_items = ["The Stripe migration finished in March.", "Lunch is at noon on Fridays.",
                "Payroll runs on the last business day."]
     b_items = ["Stripe migration retrospective notes were shared.",
@@ -308,6 +310,8 @@ def test_results_are_ranked_across_spaces_like_one_collection(hash_embedder):
     assert [s.space_id for s in routed.searched] == ["a", "b"]
     union = one.retrieve(query=q, space_id="u", limit=6, mode="fast")
     assert _contents(routed) == _contents(union)
+    assert [r.relevance_score for r in routed.results] == pytest.approx(
+        [r.relevance_score for r in union.results])
     spaces = [r.space_id for r in routed.results]
     assert spaces != sorted(spaces)  # interleaved by relevance, not space by space
     assert _contents(routed)[:2] != a_items[:2]
