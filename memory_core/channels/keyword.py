@@ -96,19 +96,20 @@ def space_idf_scores(store: Store, space_id: str, words: list[str], flt: SqlFilt
     """
     phrases = [f'"{w}"' for w in words]
     k = len(phrases)
-    hits = store.keyword_term_hits(space_id, phrases, flt, context_weight > 0.0, stats_spaces)
+    hits, store_df = store.keyword_term_hits(space_id, phrases, flt, context_weight > 0.0,
+                                             stats_spaces)
     own_rows, own_space, ctx_rows, ctx_space = store.fulltext_sizes(
         sorted({space_id, *stats_spaces}))
     space_df = Counter(t for t, *_ in hits)
-    store_df = {t: n for t, _, _, n, _, _ in hits}
     factor: dict[int, float] = {}
-    for t, n in store_df.items():
+    for t in space_df:
+        n = store_df[t]
         rows, space_rows, weight = ((own_rows, own_space, 1.0) if t < k
                                     else (ctx_rows, ctx_space, context_weight))
         space_idf = fts5_idf(space_rows + prior_rows, space_df[t] + prior_rows * n / rows)
         factor[t] = weight * space_idf / fts5_idf(rows, n)
     scores: dict[int, float] = defaultdict(float)
-    for t, rowid, s, _, eligible, own in hits:
+    for t, rowid, s, eligible, own in hits:
         if eligible and own:
             scores[rowid] += s * factor[t]
     return sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[:depth]

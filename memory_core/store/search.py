@@ -76,39 +76,44 @@ class SearchQueries(Database):
 
     def keyword_term_hits(self, space_id: str, phrases: Sequence[str], flt: SqlFilter,
                           context: bool, stats_spaces: Sequence[str] = ()
-                          ) -> list[tuple[int, int, float, int, bool, bool]]:
+                          ) -> tuple[list[tuple[int, int, float, bool, bool]], dict[int, int]]:
         """Every match of each phrase scored alone, in the space and in ``stats_spaces`` (the
-        spaces whose counts make the IDF; the space itself always counts).
+        spaces whose counts make the IDF; the space itself always counts), and each phrase's
+        store-wide document frequency.
 
-        Rows ``(term, rowid, score, store_df, eligible, own)``: ``term`` indexes ``phrases`` in
-        the memory's own text (``memories_fts``) and ``len(phrases) + i`` in its neighbour
-        context (``memories_ctx``, only when ``context``); ``score`` is the negated FTS5
-        ``bm25()`` of that one phrase (its store-wide IDF times its term-frequency part);
-        ``store_df`` is how many rows of that table hold the phrase across the whole store
-        (the IDF FTS5 used); ``eligible`` whether the row passes ``flt``; ``own`` whether it
-        is in ``space_id``. Rows that ``flt`` excludes are returned too (flagged): they count
-        in the document frequencies.
+        Rows ``(term, rowid, score, eligible, own)``: ``term`` indexes ``phrases`` in the
+        memory's own text (``memories_fts``) and ``len(phrases) + i`` in its neighbour context
+        (``memories_ctx``, only when ``context``); ``score`` is the negated FTS5 ``bm25()`` of
+        that one phrase (its store-wide IDF times its term-frequency part); ``eligible``
+        whether the row passes ``flt``; ``own`` whether it is in ``space_id``. Rows that
+        ``flt`` excludes are returned too (flagged): they count in the document frequencies.
+        The dict maps each term to how many rows of its table hold it across the whole store
+        (the IDF FTS5 used).
         """
         if not phrases:
-            return []
+            return [], {}
         parts: list[str] = []
+        counts: list[str] = []
         params: list[Any] = []
         tables = ("memories_fts", "memories_ctx") if context else ("memories_fts",)
         for k, table in enumerate(tables):
             for i, phrase in enumerate(phrases):
-                parts.append(f"SELECT {k * len(phrases) + i} AS t, rowid, -bm25({table}) AS s "
+                t = k * len(phrases) + i
+                parts.append(f"SELECT {t} AS t, rowid, -bm25({table}) AS s "
                              f"FROM {table} WHERE {table} MATCH ?")
+                counts.append(f"SELECT {t}, COUNT(*) FROM {table} WHERE {table} MATCH ?")
                 params.append(phrase)
+        store_df = {int(r[0]): int(r[1])
+                    for r in self._query(" UNION ALL ".join(counts), tuple(params))}
         spaces = sorted({space_id, *stats_spaces})
         rows = self._query(
-            f"WITH hits AS MATERIALIZED (SELECT t, rowid, s, COUNT(*) OVER (PARTITION BY t) "
-            f"AS n FROM ({' UNION ALL '.join(parts)})) "
-            f"SELECT h.t, h.rowid, h.s, h.n, ({flt.where}) AS ok, m.space_id = ? AS own "
+            f"WITH hits AS MATERIALIZED ({' UNION ALL '.join(parts)}) "
+            f"SELECT h.t, h.rowid, h.s, ({flt.where}) AS ok, m.space_id = ? AS own "
             "FROM hits h JOIN memories m ON m.rowid = h.rowid "
             f"WHERE m.space_id IN ({','.join('?' * len(spaces))})",
             (*params, *flt.params, space_id, *spaces))
-        return [(int(r[0]), int(r[1]), float(r[2]), int(r[3]), bool(r[4]), bool(r[5]))
-                for r in rows]
+        return ([(int(r[0]), int(r[1]), float(r[2]), bool(r[3]), bool(r[4])) for r in rows],
+                store_df)
 
     def fulltext_sizes(self, space_ids: Sequence[str]) -> tuple[int, int, int, int]:
         """(store rows, rows of ``space_ids``) of ``memories_fts`` then of ``memories_ctx``:
