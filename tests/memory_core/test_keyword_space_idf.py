@@ -39,6 +39,17 @@ def _id_of(eng: MemoryEngine, content: str) -> str:
     return mid
 
 
+def _per_word(eng: MemoryEngine, words: list[str], weight: float) -> list[tuple[int, float]]:
+    """Each word's own FTS5 scores summed per memory (``keyword_term_hits``, weights 1 and
+    ``weight``): what ``space_idf_scores`` re-weighs."""
+    hits, _ = eng.store.keyword_term_hits("c", [f'"{w}"' for w in words], SqlFilter(),
+                                          weight > 0)
+    total: dict[int, float] = {}
+    for t, rowid, score, _, _ in hits:
+        total[rowid] = total.get(rowid, 0.0) + score * (1.0 if t < len(words) else weight)
+    return sorted(total.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
 @pytest.fixture
 def one_space(hash_embedder):
     eng = _open(hash_embedder, {"c": TURNS})
@@ -62,9 +73,14 @@ def test_fts5_idf_matches_the_formula():
 def test_in_a_store_of_one_space_the_scores_equal_fts5s(one_space, weight):
     q = "Did Caroline's puppy chew the garden hose?"
     store = keyword.search(one_space.store, "c", q, SqlFilter(), 20, weight)
-    space = keyword.search(one_space.store, "c", q, SqlFilter(), 20, weight, idf="space")
+    space = keyword.search(one_space.store, "c", q, SqlFilter(), 20, weight, idf="space",
+                           idf_prior_rows=50)
     assert [c.memory_id for c in space] == [c.memory_id for c in store]
     assert [c.score for c in space] == pytest.approx([c.score for c in store], rel=1e-9)
+    # scored word by word, the scores sum to FTS5's over the whole query
+    direct = _per_word(one_space, keyword.query_words(q), weight)
+    assert [m for m, _ in direct] == [rowid_of(c.memory_id) for c in store]
+    assert [s for _, s in direct] == pytest.approx([c.score for c in store], rel=1e-9)
 
 
 def test_a_word_common_in_its_space_weighs_nothing_there(two_spaces):
@@ -130,6 +146,9 @@ def test_a_read_of_several_spaces_counts_them_together(hash_embedder):
     holding every memory of the read (what lets a routed read rank them as one collection)."""
     spaces = {"c": TURNS, "shop": OTHER + ["Jon: Caroline bought a puppy"]}
     split, union = _open(hash_embedder, spaces), _open(hash_embedder, spaces, into="c")
+    for eng in (split, union):  # a space outside the read, so its counts are not the store's
+        eng.create_space("x")
+        eng.write_many("x", [{"content": f"Zed: puppy {i} in the garden"} for i in range(5)])
     q = "Caroline puppy garden"
     for kw in ({}, {"idf_prior_rows": 20.0}):
         whole = {union.get_memory(c.memory_id).content: c.score for c in keyword.search(
