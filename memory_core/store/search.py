@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -14,6 +15,12 @@ from memory_core.store.sql import SqlFilter, _chunks
 
 class SearchQueries(Database):
     """Embeddings of a space (for the vector index) and BM25 over its full-text tables."""
+
+    def __init__(self, path: str | Path):
+        super().__init__(path)
+        # fulltext_sizes' counts per set of spaces, with the space versions they were read at
+        self._sizes_cache: dict[tuple[str, ...], tuple[tuple[tuple[str, int], ...],
+                                                       tuple[int, int, int, int]]] = {}
 
     def space_embeddings(self, space_id: str) -> tuple[np.ndarray, np.ndarray]:
         """(rowids, float32 matrix) of every memory of a space, for building the vector index."""
@@ -109,7 +116,8 @@ class SearchQueries(Database):
         rows = self._query(
             f"WITH hits AS MATERIALIZED ({' UNION ALL '.join(parts)}) "
             f"SELECT h.t, h.rowid, h.s, ({flt.where}) AS ok, m.space_id = ? AS own "
-            "FROM hits h JOIN memories m ON m.rowid = h.rowid "
+            # CROSS JOIN: the hits drive, each looked up by rowid (not the space's every row)
+            "FROM hits h CROSS JOIN memories m ON m.rowid = h.rowid "
             f"WHERE m.space_id IN ({','.join('?' * len(spaces))})",
             (*params, *flt.params, space_id, *spaces))
         return ([(int(r[0]), int(r[1]), float(r[2]), bool(r[3]), bool(r[4])) for r in rows],
@@ -117,19 +125,31 @@ class SearchQueries(Database):
 
     def fulltext_sizes(self, space_ids: Sequence[str]) -> tuple[int, int, int, int]:
         """(store rows, rows of ``space_ids``) of ``memories_fts`` then of ``memories_ctx``:
-        the N of BM25's IDF store-wide and within the spaces. Every memory has a
-        ``memories_fts`` row; ``memories_ctx`` rows are counted through FTS5's
-        ``memories_ctx_docsize`` table (one row per document, keyed by rowid), which an index
-        seek can count."""
-        marks = ",".join("?" * len(space_ids))
+        the N of BM25's IDF store-wide and within the spaces.
+
+        Every memory has a ``memories_fts`` row; ``memories_ctx`` rows are counted through
+        FTS5's ``memories_ctx_docsize`` table (one row per document, keyed by rowid). Counting
+        reads every row, so the four counts are kept until a write moves any space's version
+        (memories are only ever added, each batch moving its spaces' versions; a write by
+        another connection moves them too).
+        """
+        stamp = tuple((r[0], r[1]) for r in self._query(
+            "SELECT space_id, version FROM space_versions ORDER BY space_id"))
+        key = tuple(sorted(set(space_ids)))
+        cached = self._sizes_cache.get(key)
+        if cached is not None and cached[0] == stamp:
+            return cached[1]
+        marks = ",".join("?" * len(key))
         own = self._query("SELECT (SELECT COUNT(*) FROM memories), "
-                          f"(SELECT COUNT(*) FROM memories WHERE space_id IN ({marks}))",
-                          tuple(space_ids))[0]
+                          f"(SELECT COUNT(*) FROM memories WHERE space_id IN ({marks}))", key)[0]
         ctx = self._query("SELECT (SELECT COUNT(*) FROM memories_ctx_docsize), "
                           "(SELECT COUNT(*) FROM memories m JOIN memories_ctx_docsize d "
-                          f"ON d.id = m.rowid WHERE m.space_id IN ({marks}))",
-                          tuple(space_ids))[0]
-        return int(own[0]), int(own[1]), int(ctx[0]), int(ctx[1])
+                          f"ON d.id = m.rowid WHERE m.space_id IN ({marks}))", key)[0]
+        sizes = int(own[0]), int(own[1]), int(ctx[0]), int(ctx[1])
+        if len(self._sizes_cache) >= 256 or (cached is not None and cached[0] != stamp):
+            self._sizes_cache.clear()
+        self._sizes_cache[key] = (stamp, sizes)
+        return sizes
 
 def _matrix(rows: Sequence[sqlite3.Row]) -> tuple[np.ndarray, np.ndarray]:
     ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))

@@ -118,7 +118,8 @@ def test_the_filter_drops_rows_but_they_still_count(two_spaces):
 def test_the_setting_is_checked(one_space):
     with pytest.raises(ValueError, match="keyword_idf"):
         ChannelsSpec(keyword_idf="global")
-    assert ChannelsSpec().keyword_idf == "store"
+    assert ChannelsSpec().keyword_idf == "space"
+    assert ChannelsSpec().keyword_idf_prior_rows == 50.0
     with pytest.raises(ValueError, match="idf"):
         keyword.search(one_space.store, "c", "puppy", SqlFilter(), 5, idf="global")
 

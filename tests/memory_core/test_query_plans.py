@@ -14,7 +14,7 @@ import pytest
 
 from memory_core import MemoryEngine
 
-FULL_SCAN = re.compile(r"^SCAN (\w+)(?! USING (?:COVERING )?INDEX| VIRTUAL TABLE)")
+FULL_SCAN = re.compile(r"^SCAN (\w+)\b(?! USING (?:COVERING )?INDEX| VIRTUAL TABLE)")
 
 
 def _plans(hash_embedder) -> dict[str, list[str]]:
@@ -25,6 +25,9 @@ def _plans(hash_embedder) -> dict[str, list[str]]:
                                      f"project {i}", "tags": [f"project:{i % 5}"],
                           "user_id": "u1", "timestamp": "2024-06-01T00:00:00Z"}
                          for i in range(300)])
+    # a second space, so the keyword channel's per-space IDF counts words space by space
+    eng.create_space("other")
+    eng.write_many("other", [{"content": f"Carol visited Lisbon, note {i}"} for i in range(20)])
     conn = eng.store._conn
     seen: list[str] = []
     conn.set_trace_callback(seen.append)
@@ -49,23 +52,57 @@ def plans():
 
 def test_no_hot_query_scans_a_table_whole(plans):
     assert len(plans) >= 5
-    scans = {q[:120]: line for q, lines in plans.items() for line in lines
+    scans = {(q, line) for q, lines in plans.items() for line in lines
              if FULL_SCAN.match(line) and not line.startswith("SCAN json_each")}
-    # allowed: listing every space for the version snapshot (a few rows, not memories), and the
+    # allowed: listing every space for the version snapshot (a few rows, not memories), the
     # keyword search's materialised MATCH hits (``hits h``: only the rows the FTS5 index found)
-    scans = {q: line for q, line in scans.items()
-             if "FROM spaces s" not in q and not (line == "SCAN h" and "WITH hits" in q)}
-    assert scans == {}
+    # and the full-text row counts of the keyword IDF (read once per write version, see
+    # test_fulltext_counts_are_read_once_per_write)
+    scans = {(q[:120], line) for q, line in scans
+             if "FROM spaces s" not in q and not (line == "SCAN h" and "WITH hits" in q)
+             and not q.startswith(FULLTEXT_COUNTS)}
+    assert scans == set()
+
+
+FULLTEXT_COUNTS = ("SELECT (SELECT COUNT(*) FROM memories),",
+                   "SELECT (SELECT COUNT(*) FROM memories_ctx_docsize),")
+
+
+def test_fulltext_counts_are_read_once_per_write(hash_embedder):
+    eng = MemoryEngine.open(":memory:", embedder=hash_embedder)
+    for space in ("s", "t"):
+        eng.create_space(space)
+        eng.write_many(space, [{"content": f"{space}: Alice met Bob about project {i}"}
+                               for i in range(10)])
+    conn = eng.store._conn
+    seen: list[str] = []
+    conn.set_trace_callback(seen.append)
+
+    def counts_read(query: str) -> int:
+        seen.clear()
+        eng.retrieve(query=query, space_id="s", mode="fast")
+        return sum(q.startswith(FULLTEXT_COUNTS) for q in seen)
+
+    try:
+        assert counts_read("What did Alice say about project 3?") == 2
+        assert counts_read("Where did Bob meet Alice?") == 0  # kept: nothing was written
+        eng.write("t", "Bob met Carol about project 4")  # any space's write moves the counts
+        assert counts_read("Where did Bob meet Carol?") == 2
+    finally:
+        conn.set_trace_callback(None)
+    eng.close()
 
 
 def test_keyword_search_is_driven_by_the_fts_index(plans):
-    keyword = [lines for q, lines in plans.items() if "MATCH" in q and "memories_fts" in q]
+    keyword = [(q, lines) for q, lines in plans.items() if "MATCH" in q and "memories_fts" in q]
     assert keyword, "no keyword query was run"
-    for lines in keyword:
+    for q, lines in keyword:
         fts = [ln for ln in lines if "VIRTUAL TABLE" in ln and "json_each" not in ln]
         assert {ln.split()[1] for ln in fts} == {"memories_fts", "memories_ctx"}, lines
         assert all(re.match(r"SCAN \w+ VIRTUAL TABLE INDEX \d+:M", ln) for ln in fts), lines
-        assert any("SEARCH m USING INTEGER PRIMARY KEY (rowid=?)" in ln for ln in lines)
+        counts_only = not any(ln.startswith("SEARCH m") for ln in lines) and "COUNT(*)" in q
+        assert counts_only or any("SEARCH m USING INTEGER PRIMARY KEY (rowid=?)" in ln
+                                  for ln in lines), (q, lines)
 
 
 def test_compiled_tag_filter_is_an_index_lookup(plans):
