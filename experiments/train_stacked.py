@@ -17,8 +17,8 @@ The recipe (:class:`StackedRecipe`: its defaults are the block ``stacked`` of th
    question is asked in accurate mode with ``limit = rerank.pool`` and, like a default read,
    with ``prefer_observations`` on (the recipe's ``prefer_observations``: an observation then
    stands in for its source fact and carries that fact's channel evidence), so the rows are
-   exactly what the engine computes at serving time (fusion, dedup, pool). A row's label is 1 when the memory is gold,
-   restates gold, or is an observation whose sources hold gold.
+   exactly what the engine computes at serving time (fusion, dedup, pool). A row's label is 1
+   when the memory is gold, restates gold, or is an observation whose sources hold gold.
 3. **Split by question, by space.** LongMemEval oracle haystacks are merged
    ``merge_haystacks`` questions to a space (:func:`merge_haystacks`: distractors the oracle
    files lack). Per source, ``heldout_fraction`` of the spaces (seeded shuffle) are held out

@@ -85,8 +85,8 @@ CHANNEL_FEATURES: tuple[str, ...] = tuple(
     f"{c.value}_{part}" for c in SCORED_CHANNELS for part in CHANNEL_PARTS)
 CANDIDATE_FEATURES: tuple[str, ...] = (
     "fused_score", "fused_rank", "fused_ratio", "n_channels", "min_rank", "term_coverage",
-    "idf_mass", "coverage_gap", "idf_gap", "bigram_share", "entity_overlap", "speaker_named", "in_window", "is_observation",
-    "log_chars", "age_days", "neighbour_fused", "neighbour_dense")
+    "idf_mass", "coverage_gap", "idf_gap", "bigram_share", "entity_overlap", "speaker_named",
+    "in_window", "is_observation", "log_chars", "age_days", "neighbour_fused", "neighbour_dense")
 # the optional cross-encoder score (a model trained with it needs a cross-encoder to run)
 CROSS_ENCODER_FEATURE = "cross_encoder"
 FEATURE_NAMES: tuple[str, ...] = CHANNEL_FEATURES + CANDIDATE_FEATURES

@@ -5,7 +5,8 @@ For the top ``rerank.pool`` fused candidates the stage computes the features of
 within the pool and lead over the runner-up; fused score and rank, the best rank over the
 channels, query-term coverage and IDF mass with their gaps to the pool's best, bigram hits,
 entity and speaker overlap, time-window agreement, memory type, length, age, session
-neighbours; optionally a cross-encoder's score) and a scikit-learn model turns each row into ``P(relevant)``:
+neighbours; optionally a cross-encoder's score) and a scikit-learn model turns each row into
+``P(relevant)``:
 
     relevance_score = calibrated(HGB(features))
 
