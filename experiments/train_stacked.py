@@ -14,9 +14,11 @@ The recipe (:class:`StackedRecipe`: its defaults are the block ``stacked`` of th
    evaluation set: neither is a default source.
 2. **Features from the engine's own first stage.** Each source is written into an in-memory
    :class:`~memory_core.MemoryEngine` whose stacked scorer is a :class:`FeatureRecorder`: every
-   question is asked in accurate mode with ``limit = rerank.pool``, so the rows are exactly what
-   the engine computes at serving time (fusion, dedup, pool). A row's label is 1 when the
-   memory is gold, restates gold, or is an observation whose sources hold gold.
+   question is asked in accurate mode with ``limit = rerank.pool`` and, like a default read,
+   with ``prefer_observations`` on (the recipe's ``prefer_observations``: an observation then
+   stands in for its source fact and carries that fact's channel evidence), so the rows are
+   exactly what the engine computes at serving time (fusion, dedup, pool). A row's label is 1
+   when the memory is gold, restates gold, or is an observation whose sources hold gold.
 3. **Split by question, by space.** LongMemEval oracle haystacks are merged
    ``merge_haystacks`` questions to a space (:func:`merge_haystacks`: distractors the oracle
    files lack). Per source, ``heldout_fraction`` of the spaces (seeded shuffle) are held out
@@ -109,6 +111,9 @@ class StackedRecipe:
     seed: int = 0
     heldout_fraction: float = 0.25  # of each dataset's spaces, with all their questions
     cross_encoder: bool = False     # add the cross-encoder's score as a feature
+    # ask as the engine's default read does: an observation takes its source fact's place and
+    # channel evidence (memory_core.dedup.prefer_observations); False: every memory as itself
+    prefer_observations: bool = True
     sources: Mapping[str, SourceSpec] = field(default_factory=default_stacked_sources)
     # source name -> a conf/data block whose questions are removed from that source: every
     # question of the shared LongMemEval S subset is kept out, so the model may be scored on S
@@ -189,7 +194,7 @@ def mine_features(name: str, dataset: Dataset, src: Any, spec: EngineSpec, recip
                       disable=not progress):
             recorder.last = None
             engine.retrieve(query=q.text, space_id=q.gold_space, limit=min(pool, spec.max_limit),
-                            mode="accurate", prefer_observations=False)
+                            mode="accurate", prefer_observations=recipe.prefer_observations)
             if recorder.last is None:  # an empty pool: nothing to learn from
                 continue
             mids, X = recorder.last

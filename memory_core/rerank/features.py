@@ -16,15 +16,24 @@ Per channel ``ch`` (absent from the channel = ``NaN``, a missing value, never ze
 - ``ch_score``: the raw channel score (cosine, BM25, summed entity IDF, ...);
 - ``ch_rank``: the 1-based rank in that channel's list;
 - ``ch_gap``: ``max(ch_score over the pool) - ch_score`` (per-query normalisation: a cosine
-  of 0.4 means little on its own, 0.05 below the pool's best means a lot).
+  of 0.4 means little on its own, 0.05 below the pool's best means a lot);
+- ``ch_z``: ``(ch_score - mean) / std`` over the pooled candidates the channel returned (how
+  far the candidate stands out of this query's spread; ``NaN`` below two such candidates or
+  without spread);
+- ``ch_lead``: ``ch_score - max(ch_score of the other pooled candidates)``: the channel's
+  leader gets its lead over the runner-up (a clear winner vs a near tie), every other
+  candidate ``-ch_gap`` (``NaN`` below two scored candidates).
 
 Per candidate (``q`` = the query's content words, ``d`` = the memory's, see
 :func:`content_words`; ``idf(t) = ln((N + 1) / (df(t) + 0.5))`` over the ``N`` pooled texts):
 
 - ``fused_score``, ``fused_rank``, ``fused_ratio = fused_score / best fused score``;
-- ``n_channels``: how many channels returned the memory;
+- ``n_channels``: how many channels returned the memory; ``min_rank``: its best rank over
+  the channels (rank agreement: 1 when some channel puts it first);
 - ``term_coverage = |q ∩ d| / |q|`` and ``idf_mass = Σ_{t ∈ q ∩ d} idf(t) / Σ_{t ∈ q} idf(t)``
-  (``NaN`` when the query has no content word);
+  (``NaN`` when the query has no content word); ``coverage_gap`` / ``idf_gap``: the pool's
+  best ``term_coverage`` / ``idf_mass`` minus the candidate's (does another candidate match
+  the query's words better?);
 - ``bigram_share``: share of the query's adjacent word pairs found adjacent in the memory;
 - ``entity_overlap``: share of the query's entities (:func:`~memory_core.entities.extract_entities`)
   among the memory's entities or its speaker (``NaN`` when the query names none);
@@ -70,13 +79,14 @@ NAN = float("nan")
 # the channels whose evidence a candidate carries (fused/escalated are list labels, not evidence)
 SCORED_CHANNELS: tuple[Channel, ...] = tuple(
     c for c in Channel if c not in (Channel.FUSED, Channel.ESCALATED))
-CHANNEL_PARTS = ("score", "rank", "gap")
+_EVIDENCE = frozenset(c.value for c in SCORED_CHANNELS)
+CHANNEL_PARTS = ("score", "rank", "gap", "z", "lead")
 CHANNEL_FEATURES: tuple[str, ...] = tuple(
     f"{c.value}_{part}" for c in SCORED_CHANNELS for part in CHANNEL_PARTS)
 CANDIDATE_FEATURES: tuple[str, ...] = (
-    "fused_score", "fused_rank", "fused_ratio", "n_channels", "term_coverage", "idf_mass",
-    "bigram_share", "entity_overlap", "speaker_named", "in_window", "is_observation",
-    "log_chars", "age_days", "neighbour_fused", "neighbour_dense")
+    "fused_score", "fused_rank", "fused_ratio", "n_channels", "min_rank", "term_coverage",
+    "idf_mass", "coverage_gap", "idf_gap", "bigram_share", "entity_overlap", "speaker_named",
+    "in_window", "is_observation", "log_chars", "age_days", "neighbour_fused", "neighbour_dense")
 # the optional cross-encoder score (a model trained with it needs a cross-encoder to run)
 CROSS_ENCODER_FEATURE = "cross_encoder"
 FEATURE_NAMES: tuple[str, ...] = CHANNEL_FEATURES + CANDIDATE_FEATURES
@@ -168,7 +178,10 @@ class QueryContext:
 
 
 def channel_row(c: Candidate, best: Mapping[str, float]) -> list[float]:
-    """The channel columns of one candidate; ``best`` = each channel's best score in the pool."""
+    """The channel columns of one candidate; ``best`` = each channel's best score in the pool.
+
+    ``ch_z`` and ``ch_lead`` need the whole pool: they are ``NaN`` here and filled in by
+    :func:`extract` (:func:`pool_columns`)."""
     row: list[float] = []
     for ch in SCORED_CHANNELS:
         score = c.channel_scores.get(ch.value)
@@ -176,7 +189,32 @@ def channel_row(c: Candidate, best: Mapping[str, float]) -> list[float]:
         row.append(NAN if score is None else float(score))
         row.append(NAN if rank is None else float(rank))
         row.append(NAN if score is None else float(best[ch.value]) - float(score))
+        row += [NAN, NAN]
     return row
+
+
+def pool_columns(scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(z, lead)`` of one channel's scores over a pool (``NaN`` = not returned by it).
+
+    Example:
+        >>> z, lead = pool_columns(np.array([0.8, 0.6, np.nan, 0.4]))
+        >>> [round(float(v), 3) for v in z[[0, 1, 3]]], math.isnan(z[2])
+        ([1.225, 0.0, -1.225], True)
+        >>> [round(float(v), 3) for v in lead[[0, 1, 3]]]
+        [0.2, -0.2, -0.4]
+    """
+    z = np.full(scores.shape, NAN)
+    lead = np.full(scores.shape, NAN)
+    ok = ~np.isnan(scores)
+    if ok.sum() < 2:
+        return z, lead
+    v = scores[ok]
+    std = float(v.std())
+    if std > 0:
+        z[ok] = (v - float(v.mean())) / std
+    top2 = np.sort(v)[-2:]
+    lead[ok] = np.where(v >= top2[1], v - top2[0], v - top2[1])
+    return z, lead
 
 
 def _instant(value: str | None) -> datetime | None:
@@ -246,8 +284,10 @@ def extract(query: QueryContext, pool: Sequence[Candidate],
             float(c.score), float(c.rank),
             float(c.score) / top_fused if top_fused > 0 else NAN,
             float(len(c.channel_scores)),
+            min((float(r) for ch, r in c.channel_ranks.items() if ch in _EVIDENCE), default=NAN),
             len(matched) / len(query.words) if query.words else NAN,
             sum(idf[t] for t in matched) / idf_total if idf_total > 0 else NAN,
+            NAN, NAN,  # coverage_gap, idf_gap: below, once the pool's best is known
             (len(query.bigrams & _bigrams(ws)) / len(query.bigrams)) if query.bigrams else NAN,
             (len(query.entities & ents) / len(query.entities)) if query.entities else NAN,
             NAN if speaker is None else float(speaker.lower() in query.entities
@@ -262,4 +302,13 @@ def extract(query: QueryContext, pool: Sequence[Candidate],
                  if Channel.DENSE.value in pool[j].channel_scores), default=NAN),
         ]
         out[i] = row
+    col = {name: j for j, name in enumerate(FEATURE_NAMES)}
+    for ch in SCORED_CHANNELS:
+        z, lead = pool_columns(out[:, col[f"{ch.value}_score"]])
+        out[:, col[f"{ch.value}_z"]] = z
+        out[:, col[f"{ch.value}_lead"]] = lead
+    for src, dst in (("term_coverage", "coverage_gap"), ("idf_mass", "idf_gap")):
+        v = out[:, col[src]]
+        if not np.isnan(v).all():
+            out[:, col[dst]] = np.nanmax(v) - v
     return out

@@ -1,10 +1,12 @@
 """Accurate mode's default scorer: a learned, calibrated model stacked on first-stage evidence.
 
 For the top ``rerank.pool`` fused candidates the stage computes the features of
-:mod:`memory_core.rerank.features` (each channel's score, rank and gap to the pool's best,
-fused score and rank, query-term coverage, IDF mass, bigram hits, entity and speaker overlap,
-time-window agreement, memory type, length, age, session neighbours; optionally a
-cross-encoder's score) and a scikit-learn model turns each row into ``P(relevant)``:
+:mod:`memory_core.rerank.features` (each channel's score, rank, gap to the pool's best, z-score
+within the pool and lead over the runner-up; fused score and rank, the best rank over the
+channels, query-term coverage and IDF mass with their gaps to the pool's best, bigram hits,
+entity and speaker overlap, time-window agreement, memory type, length, age, session
+neighbours; optionally a cross-encoder's score) and a scikit-learn model turns each row into
+``P(relevant)``:
 
     relevance_score = calibrated(HGB(features))
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from datetime import UTC, datetime
 
+import numpy as np
 import pytest
 
 from memory_core import times
@@ -33,7 +34,7 @@ def row(X, i: int) -> dict[str, float]:
 def test_channel_features_are_generated_from_the_channel_enum():
     evidence = [c.value for c in Channel if c not in (Channel.FUSED, Channel.ESCALATED)]
     assert F.CHANNEL_FEATURES == tuple(f"{c}_{p}" for c in evidence
-                                       for p in ("score", "rank", "gap"))
+                                       for p in ("score", "rank", "gap", "z", "lead"))
     assert F.FEATURE_NAMES[:len(F.CHANNEL_FEATURES)] == F.CHANNEL_FEATURES
     assert len(set(F.FEATURE_NAMES)) == len(F.FEATURE_NAMES)
     assert F.feature_names(True) == F.FEATURE_NAMES + ("cross_encoder",)
@@ -72,7 +73,15 @@ def test_hand_computed_rows():
     assert (r1["keyword_score"], r1["keyword_gap"]) == (4.0, 1.0)
     assert math.isnan(r2["keyword_score"]) and math.isnan(r2["keyword_rank"])
     assert math.isnan(r3["dense_gap"]) and math.isnan(r1["temporal_score"])
+    # z over the candidates the channel returned; lead = the leader's lead over the runner-up,
+    # -gap for the others; NaN with fewer than two scored candidates
+    assert (r1["dense_z"], r2["dense_z"]) == (pytest.approx(1.0), pytest.approx(-1.0))
+    assert (r1["dense_lead"], r2["dense_lead"]) == (pytest.approx(0.2), pytest.approx(-0.2))
+    assert (r3["keyword_lead"], r1["keyword_lead"]) == (1.0, -1.0)
+    assert math.isnan(r3["dense_z"]) and math.isnan(r3["dense_lead"])
+    assert math.isnan(r1["temporal_z"]) and math.isnan(r1["temporal_lead"])
     assert (r1["fused_score"], r1["fused_rank"], r1["n_channels"]) == (0.03, 1.0, 2.0)
+    assert (r1["min_rank"], r2["min_rank"], r3["min_rank"]) == (1.0, 2.0, 1.0)
     assert r2["fused_ratio"] == pytest.approx(0.02 / 0.03)
     # coverage: mem_1 has office, alice, berlin (not "move": "moved" is another word) -> 3/4
     assert r1["term_coverage"] == pytest.approx(3 / 4)
@@ -82,6 +91,11 @@ def test_hand_computed_rows():
     assert r1["idf_mass"] == pytest.approx((idf["office"] + idf["alice"] + idf["berlin"])
                                            / sum(idf.values()))
     assert r3["idf_mass"] == pytest.approx((idf["office"] + idf["berlin"]) / sum(idf.values()))
+    # gaps to the pool's best coverage / IDF mass (mem_1 is the best on both)
+    assert (r1["coverage_gap"], r3["coverage_gap"]) == (0.0, pytest.approx(1 / 4))
+    assert r2["coverage_gap"] == pytest.approx(3 / 4)   # mem_2 matches no query word
+    assert r2["idf_gap"] == pytest.approx(r1["idf_mass"])
+    assert r3["idf_gap"] == pytest.approx(idf["alice"] / sum(idf.values()))
     # query bigrams of content words: (office, alice), (alice, move), (move, berlin)
     assert r3["bigram_share"] == 0.0 and r1["bigram_share"] == 0.0
     # entities: the query names Alice and Berlin -> mem_1 holds one of two
@@ -121,3 +135,13 @@ def test_empty_pool_and_wordless_query():
     assert F.extract(ctx, [], {}).shape == (0, len(F.FEATURE_NAMES))
     X = F.extract(ctx, [cand(1, 0.1, 1)], {"mem_1": mem(1, "anything")})
     assert math.isnan(row(X, 0)["term_coverage"]) and math.isnan(row(X, 0)["idf_mass"])
+    assert math.isnan(row(X, 0)["coverage_gap"]) and math.isnan(row(X, 0)["idf_gap"])
+    assert math.isnan(row(X, 0)["min_rank"])  # returned by no channel
+
+
+def test_pool_columns_without_spread_or_a_runner_up():
+    z, lead = F.pool_columns(np.array([0.5, 0.5, np.nan]))
+    assert np.isnan(z).all()                      # no spread: no z
+    assert lead[:2].tolist() == [0.0, 0.0] and math.isnan(lead[2])   # a tie leads by 0
+    z, lead = F.pool_columns(np.array([0.5, np.nan]))
+    assert np.isnan(z).all() and np.isnan(lead).all()
