@@ -76,11 +76,30 @@ def test_compiled_tag_filter_is_an_index_lookup(plans):
         assert tag_lines and all("INDEX" in ln for ln in tag_lines)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 17, open: the entity-frequency count of the "
-                   "graph channel walks every memory of the space (memories_hash by space_id) "
-                   "instead of the entity index; linear in the space's size at 10^6")
 def test_entity_frequencies_start_from_the_entity_index(plans):
-    counts = [lines for q, lines in plans.items() if q.startswith("SELECT e.entity, COUNT(*)")]
-    assert counts
-    assert all(not re.match(r"SEARCH m USING (?:COVERING )?INDEX \w+ \(space_id=\?\)$", lines[0])
-               for lines in counts)
+    # the graph channel's document-frequency count: driven by the entity index, each posting
+    # checked for the space by rowid, never a walk over every memory of the space
+    counts = [lines for q, lines in plans.items()
+              if "COUNT(*)" in q and "memory_entities e" in q and "json_each" in q]
+    assert counts, "no entity-frequency count was run"
+    for lines in counts:
+        assert any(re.match(r"SEARCH e USING (?:COVERING )?INDEX memory_entities_entity "
+                            r"\(entity=\?\)", ln) for ln in lines), lines
+        space_only = [ln for ln in lines
+                      if re.match(r"SEARCH m USING (?:COVERING )?INDEX \w+ \(space_id=\?\)$", ln)]
+        assert space_only == [], lines
+
+
+def test_entity_frequencies_count_hubs_only_up_to_the_cap(hash_embedder):
+    eng = MemoryEngine.open(":memory:", embedder=hash_embedder)
+    eng.create_space("s")
+    eng.create_space("t")
+    eng.write_many("s", [{"content": f"Alice met Bob in Paris about item {i}."} for i in range(30)]
+                   + [{"content": "Carol went to Lisbon."}] * 3)
+    eng.write_many("t", [{"content": "Alice met Bob at home."}] * 7)
+    store = eng.store
+    exact = store.entity_frequencies("s", ["alice", "carol", "nobody"])
+    assert exact == {"alice": 30, "carol": 3}          # per space: t's Alice is not counted
+    assert store.entity_frequencies("s", ["alice", "carol"], cap=4.5) == {"alice": 5, "carol": 3}
+    assert store.entity_frequencies("t", ["alice"], cap=0) == {"alice": 1}
+    eng.close()
