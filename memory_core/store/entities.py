@@ -60,9 +60,13 @@ class EntityQueries(Database):
     def sharing_entities(self, space_id: str, keys: Iterable[str],
                          flt: SqlFilter) -> list[tuple[int, str]]:
         """``(row, entity key)`` for every eligible memory of the space holding one of ``keys``
-        (the filter is in the same statement, so an excluded memory is never returned)."""
+        (the filter is in the same statement, so an excluded memory is never returned).
+
+        Driven by the entity index like :meth:`entity_frequencies` (``CROSS JOIN`` keeps that
+        order: left alone, SQLite walked every memory of the space, 115 ms at 100k memories
+        against 8 ms for the same rows from the index)."""
         rows = self._query(
-            "SELECT e.memory_rowid, e.entity FROM memory_entities e JOIN memories m "
+            "SELECT e.memory_rowid, e.entity FROM memory_entities e CROSS JOIN memories m "
             "ON m.rowid = e.memory_rowid WHERE e.entity IN (SELECT value FROM json_each(?)) "
             f"AND m.space_id = ? AND ({flt.where}) ORDER BY e.memory_rowid, e.entity",
             (json.dumps(sorted(set(keys))), space_id, *flt.params))

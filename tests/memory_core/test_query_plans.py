@@ -90,6 +90,30 @@ def test_entity_frequencies_start_from_the_entity_index(plans):
         assert space_only == [], lines
 
 
+def test_graph_neighbours_are_read_from_the_entity_index(hash_embedder):
+    eng = MemoryEngine.open(":memory:", embedder=hash_embedder)
+    eng.create_space("s")
+    eng.write_many("s", [{"content": f"Alice met Bob in Paris about item {i}.", "user_id": "u1"}
+                         for i in range(200)]
+                   + [{"content": f"Then Carol flew to Lisbon with Dmitri, trip {i}.",
+                       "user_id": "u1"} for i in range(4)])
+    conn = eng.store._conn
+    seen: list[str] = []
+    conn.set_trace_callback(seen.append)
+    try:
+        eng.retrieve(query="Where did Carol fly with Dmitri?", space_id="s", mode="fast",
+                     user_id="u1")
+    finally:
+        conn.set_trace_callback(None)
+    shared = [q for q in seen if q.startswith("SELECT e.memory_rowid, e.entity FROM")]
+    assert shared, "no graph expansion was run"
+    for q in shared:
+        lines = [r[-1] for r in conn.execute("EXPLAIN QUERY PLAN " + q).fetchall()]
+        assert re.match(r"SEARCH e USING (?:COVERING )?INDEX memory_entities_entity", lines[0])
+        assert any("SEARCH m USING INTEGER PRIMARY KEY (rowid=?)" in ln for ln in lines), lines
+    eng.close()
+
+
 def test_entity_frequencies_count_hubs_only_up_to_the_cap(hash_embedder):
     eng = MemoryEngine.open(":memory:", embedder=hash_embedder)
     eng.create_space("s")
