@@ -103,19 +103,19 @@ def collapse_duplicates(ranked: Ranked, signatures: Mapping[str, tuple[str, byte
     found = [signatures.get(c.memory_id, ("", None)) for c in cands]
     similar: dict[int, list[int]] = {}  # candidate index -> better-ranked similar ones
     if spec.near:
-        by_width: dict[int, list[int]] = {}  # signature length in bytes -> candidate indices
+        by_width: dict[int, list[tuple[int, bytes]]] = {}  # bytes per signature -> (index, sig)
         for i, (_, sig) in enumerate(found):
             if sig is not None:
                 if len(sig) % 8:
                     raise ValueError(f"MinHash signature of {cands[i].memory_id} is {len(sig)} "
                                      "bytes, not whole uint64 values")
-                by_width.setdefault(len(sig), []).append(i)
-        for members in by_width.values():
-            if len(members) > 1:
-                rows = np.frombuffer(b"".join([found[i][1] for i in members]),  # type: ignore[misc]
-                                     dtype=np.uint64).reshape(len(members), -1)
+                by_width.setdefault(len(sig), []).append((i, sig))
+        for group in by_width.values():
+            if len(group) > 1:
+                rows = np.frombuffer(b"".join(sig for _, sig in group),
+                                     dtype=np.uint64).reshape(len(group), -1)
                 for a, b in _similar_pairs(rows, spec.near_threshold):
-                    similar.setdefault(members[a], []).append(members[b])
+                    similar.setdefault(group[a][0], []).append(group[b][0])
     kept: list[Candidate] = []
     drops: list[Drop] = []
     seen_hash: dict[str, str] = {}
