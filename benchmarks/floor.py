@@ -196,7 +196,9 @@ def run(queries: int, warmup: int, conversations: int | None, seed: int, work: P
                    "share_of_raw": round(raw_s / ingest_s, 3)},
         "profiled_queries": profile_queries,
     }
-    return report, profile_text(prof)
+    # pstats refuses an empty profile (--profile-queries 0, or no questions left to profile)
+    profiled = len(asked[queries + warmup:])
+    return report, (profile_text(prof) if profiled else "no queries profiled\n")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

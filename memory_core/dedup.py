@@ -44,39 +44,99 @@ def jaccard_estimate(a: bytes, b: bytes) -> float:
     return float(np.mean(va == vb)) if len(va) == len(vb) and len(va) else 0.0
 
 
+def _min_equal_slots(width: int, threshold: float) -> int | None:
+    """The fewest equal slots out of ``width`` whose share reaches ``threshold`` (the same
+    float division the comparison makes); None when not even ``width`` does."""
+    return next((c for c in range(width + 1) if c / width >= threshold), None)
+
+
+def _similar_pairs(rows: np.ndarray, threshold: float) -> list[tuple[int, int]]:
+    """``(i, j)`` with ``j < i`` for every pair of signature rows whose share of equal slots
+    reaches ``threshold``, sorted by ``i`` then ``j``.
+
+    Exact, without comparing every pair: two rows with at most ``m`` unequal slots agree on
+    every slot of at least one of ``m + 1`` disjoint bands (pigeonhole), so only rows that
+    share a band's values with another row are compared slot by slot. A band is keyed by a
+    wrapping multiply-add of its values (unequal bands may collide; the slot-by-slot check
+    drops such pairs, and equal bands always share a key).
+    """
+    n, width = rows.shape
+    need = _min_equal_slots(width, threshold) if width else None
+    if n < 2 or need is None:
+        return []
+    band = width // (width - need + 1)  # m + 1 = width - need + 1 disjoint bands
+    if band >= 1:
+        bands = width // band
+        mult = np.arange(1, 2 * band, 2, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+        keys = (rows[:, :bands * band].reshape(n, bands, band) * mult).sum(axis=2,
+                                                                           dtype=np.uint64)
+        order = np.argsort(keys, axis=0, kind="stable")
+        ranked_keys = np.take_along_axis(keys, order, axis=0)
+        same = ranked_keys[1:] == ranked_keys[:-1]
+        if not same.any():
+            return []
+        hit = np.zeros(n, dtype=bool)
+        r, col = np.nonzero(same)
+        hit[order[r, col]] = True
+        hit[order[r + 1, col]] = True
+        members = np.flatnonzero(hit)
+    else:  # a threshold so low that any two rows may be similar: compare them all
+        members = np.arange(n)
+    sub = rows[members]
+    share = np.count_nonzero(sub[:, None, :] == sub[None, :, :], axis=2) / width
+    i, j = np.nonzero(np.tril(share >= threshold, k=-1))
+    return list(zip(members[i].tolist(), members[j].tolist(), strict=True))
+
+
 def collapse_duplicates(ranked: Ranked, signatures: Mapping[str, tuple[str, bytes | None]],
                         spec: DedupSpec) -> Ranked:
     """Cut exact and near duplicates of better-ranked candidates.
 
-    Each candidate's MinHash signature is compared with every kept one in a single vectorised
-    step (a row of a preallocated matrix per kept candidate), so a pool of n candidates costs
-    n numpy comparisons rather than n^2 / 2 Python-level ones.
+    Walking the list best first, a candidate is cut when its content hash equals a kept
+    candidate's (exact), or when its MinHash signature's share of equal slots with a kept
+    candidate's reaches ``near_threshold`` (near; the detail names the best-ranked such kept
+    candidate). Only signatures of the width of the first one compared are compared at all.
+    The similar pairs are found for the whole pool at once (:func:`_similar_pairs`), so the
+    walk itself is plain bookkeeping.
     """
+    cands = ranked.candidates
+    found = [signatures.get(c.memory_id, ("", None)) for c in cands]
+    similar: dict[int, list[int]] = {}  # candidate index -> better-ranked similar ones
+    if spec.near:
+        by_width: dict[int, list[tuple[int, bytes]]] = {}  # bytes per signature -> (index, sig)
+        for i, (_, sig) in enumerate(found):
+            if sig is not None:
+                if len(sig) % 8:
+                    raise ValueError(f"MinHash signature of {cands[i].memory_id} is {len(sig)} "
+                                     "bytes, not whole uint64 values")
+                by_width.setdefault(len(sig), []).append((i, sig))
+        for group in by_width.values():
+            if len(group) > 1:
+                rows = np.frombuffer(b"".join(sig for _, sig in group),
+                                     dtype=np.uint64).reshape(len(group), -1)
+                for a, b in _similar_pairs(rows, spec.near_threshold):
+                    similar.setdefault(group[a][0], []).append(group[b][0])
     kept: list[Candidate] = []
     drops: list[Drop] = []
     seen_hash: dict[str, str] = {}
-    kept_ids: list[str] = []
-    matrix: np.ndarray | None = None  # kept signatures, one row each
-    for c in ranked.candidates:
-        h, sig = signatures.get(c.memory_id, ("", None))
+    compared: set[int] = set()  # kept candidates whose signature later ones are compared with
+    width: int | None = None  # the compared signatures' width (the first one's)
+    for i, (c, (h, sig)) in enumerate(zip(cands, found, strict=True)):
         if spec.exact and h and h in seen_hash:
             drops.append(Drop(c.memory_id, DropReason.DEDUP, "dedup", c.score, c.rank,
                               f"exact_duplicate_of:{seen_hash[h]}", c.space_id))
             continue
         if spec.near and sig is not None:
-            row = np.frombuffer(sig, dtype=np.uint64)
-            if matrix is None:
-                matrix = np.empty((len(ranked.candidates), len(row)), dtype=np.uint64)
-            if kept_ids and matrix.shape[1] == len(row):
-                similar = np.flatnonzero(
-                    (matrix[:len(kept_ids)] == row).mean(axis=1) >= spec.near_threshold)
-                if len(similar):
+            if width is None:
+                width = len(sig)
+            if len(sig) == width:
+                first = next((j for j in similar.get(i, ()) if j in compared), None)
+                if first is not None:
                     drops.append(Drop(c.memory_id, DropReason.DEDUP, "dedup", c.score, c.rank,
-                                      f"near_duplicate_of:{kept_ids[similar[0]]}", c.space_id))
+                                      f"near_duplicate_of:{cands[first].memory_id}",
+                                      c.space_id))
                     continue
-            if matrix.shape[1] == len(row):
-                matrix[len(kept_ids)] = row
-                kept_ids.append(c.memory_id)
+                compared.add(i)
         if h:
             seen_hash.setdefault(h, c.memory_id)
         kept.append(c)

@@ -185,9 +185,10 @@ class Ranked:
 
     def reranked(self, candidates: list[Candidate] | tuple[Candidate, ...],
                  drops: list[Drop] | tuple[Drop, ...] = ()) -> Ranked:
-        """A new list with ranks renumbered from 1 in the given order."""
+        """A new list with ranks renumbered from 1 in the given order (a candidate already at
+        its rank is immutable, so it is reused rather than copied)."""
         renumbered = tuple(
-            replace(c, rank=i + 1)
+            c if c.rank == i + 1 else replace(c, rank=i + 1)
             for i, c in enumerate(candidates)
         )
         return Ranked(renumbered, self.drops + tuple(drops))

@@ -43,7 +43,7 @@ def search(store: Store, space_id: str, query: str, flt: SqlFilter, pool: int,
         return [], record
     total = max(1, store.count_memories(space_id))
     cap = max(hub_floor, max_share * total)
-    df = store.entity_frequencies(space_id, keys)
+    df = store.entity_frequencies(space_id, keys, cap)  # hubs counted only up to cap + 1
     used = [k for k in keys if 0 < df.get(k, 0) <= cap]
     record.update({"used": used, "hubs": [k for k in keys if df.get(k, 0) > cap]})
     if not used:

@@ -52,12 +52,17 @@ def expand(store: Store, space_id: str, seeds: Sequence[Candidate], flt: SqlFilt
     if not frontier or depth <= 0 or pool <= 0:
         return []
     visited = set(frontier)
-    total = max(1, store.count_memories(space_id))
-    cap = max(hub_floor, max_share * total)
+    total = cap = 0.0  # the space's size and hub cap, counted once some entity needs them
     scores: dict[int, float] = {}
     for hop in range(1, depth + 1):
         held = Counter(k for keys in store.entity_keys(frontier).values() for k in keys)
-        df = store.entity_frequencies(space_id, held) if held else {}
+        if not held:
+            break
+        if not total:
+            total = max(1, store.count_memories(space_id))
+            cap = max(hub_floor, max_share * total)
+        # hubs are counted only up to cap + 1: enough to know they are hubs
+        df = store.entity_frequencies(space_id, held, cap)
         held = Counter({k: n for k, n in held.items() if 0 < df.get(k, 0) <= cap})
         if not held:
             break

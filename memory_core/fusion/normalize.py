@@ -89,8 +89,10 @@ def _check_finite(candidates: Sequence[Candidate]) -> list[float]:
     return scores
 
 
-def normalize(candidates: Sequence[Candidate], norm: Norm | str) -> list[Candidate]:
-    """A new list with ``norm``-normalised scores; ids, ranks, channels unchanged.
+def normalized_scores(candidates: Sequence[Candidate], norm: Norm | str) -> list[float]:
+    """The ``norm``-normalised scores of ``candidates``, in list order (what
+    :func:`normalize` puts on its new candidates; the fusers that need only the numbers call
+    this and build no records).
 
     Raises ``ValueError`` for an unknown ``norm`` (listing the valid ones) or a non-finite score.
     """
@@ -99,7 +101,15 @@ def normalize(candidates: Sequence[Candidate], norm: Norm | str) -> list[Candida
     except ValueError:
         raise ValueError(f"unknown score normalisation {norm!r}; valid: "
                          f"{', '.join(n.value for n in Norm)}") from None
-    scores = kernel(_check_finite(candidates))
+    return kernel(_check_finite(candidates))
+
+
+def normalize(candidates: Sequence[Candidate], norm: Norm | str) -> list[Candidate]:
+    """A new list with ``norm``-normalised scores; ids, ranks, channels unchanged.
+
+    Raises ``ValueError`` for an unknown ``norm`` (listing the valid ones) or a non-finite score.
+    """
+    scores = normalized_scores(candidates, norm)
     return [Candidate(c.memory_id, s, c.rank, c.channel, c.channel_ranks, c.space_id)
             for c, s in zip(candidates, scores, strict=True)]
 

@@ -11,8 +11,10 @@ rank, then by memory id, so the order is deterministic.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from types import MappingProxyType
 
-from memory_core.types import Candidate, Channel, frozen_map
+from memory_core.fusion.provenance import merge_provenance
+from memory_core.types import Candidate, Channel
 
 
 def rrf(lists: Sequence[Sequence[Candidate]], k: int = 60) -> list[Candidate]:
@@ -28,20 +30,12 @@ def rrf(lists: Sequence[Sequence[Candidate]], k: int = 60) -> list[Candidate]:
     if k < 0:
         raise ValueError(f"rrf k must be >= 0, got {k}")
     scores: dict[str, float] = {}
-    ranks: dict[str, dict[str, int]] = {}
-    raws: dict[str, dict[str, float]] = {}  # raw channel scores (Candidate.channel_scores)
-    spaces: dict[str, str | None] = {}
     for lst in lists:
         for c in lst:
             scores[c.memory_id] = scores.get(c.memory_id, 0.0) + 1.0 / (k + c.rank)
-            merged = ranks.setdefault(c.memory_id, {})
-            for name, r in (c.channel_ranks or {c.channel.value: c.rank}).items():
-                merged[name] = min(r, merged.get(name, r))
-            raw = raws.setdefault(c.memory_id, {})
-            for name, v in (c.channel_scores or {c.channel.value: c.score}).items():
-                raw[name] = max(float(v), raw.get(name, float(v)))
-            spaces.setdefault(c.memory_id, c.space_id)
+    ranks, raws, spaces = merge_provenance(lists)
     order = sorted(scores, key=lambda m: (-scores[m], min(ranks[m].values()), m))
-    return [Candidate(m, scores[m], i + 1, Channel.FUSED, frozen_map(ranks[m]), spaces[m],
-                      frozen_map(raws[m]))
+    # the provenance dicts are this call's own: a read-only view needs no copy
+    return [Candidate(m, scores[m], i + 1, Channel.FUSED, MappingProxyType(ranks[m]), spaces[m],
+                      MappingProxyType(raws[m]))
             for i, m in enumerate(order)]

@@ -30,9 +30,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 
-from memory_core.fusion.normalize import Norm, normalize
-from memory_core.types import Candidate, Channel, frozen_map
+from memory_core.fusion.normalize import Norm, normalized_scores
+from memory_core.fusion.provenance import merge_provenance
+from memory_core.types import Candidate, Channel
 
 DEFAULT_WEIGHT = 1.0
 
@@ -55,25 +57,17 @@ def weighted_sum(lists: Sequence[Sequence[Candidate]], weights: Mapping[str, flo
                  norm: Norm | str = Norm.MINMAX) -> list[Candidate]:
     """Fuse per-channel lists by a weighted sum of normalised scores (see module docstring)."""
     per_list: list[tuple[float, dict[str, float], float]] = []  # (weight, scores, floor)
-    ranks: dict[str, dict[str, int]] = {}
-    raws: dict[str, dict[str, float]] = {}  # raw channel scores (Candidate.channel_scores)
-    spaces: dict[str, str | None] = {}
     for lst in lists:
         if not lst:
             continue
         w = _weight(weights, _channel_of(lst))
-        normed = normalize(lst, norm)
-        per_list.append((w, {c.memory_id: c.score for c in normed}, min(c.score for c in normed)))
-        for c in lst:
-            merged = ranks.setdefault(c.memory_id, {})
-            for name, r in (c.channel_ranks or {c.channel.value: c.rank}).items():
-                merged[name] = min(r, merged.get(name, r))
-            raw = raws.setdefault(c.memory_id, {})
-            for name, v in (c.channel_scores or {c.channel.value: c.score}).items():
-                raw[name] = max(float(v), raw.get(name, float(v)))
-            spaces.setdefault(c.memory_id, c.space_id)
+        normed = normalized_scores(lst, norm)
+        per_list.append((w, {c.memory_id: s for c, s in zip(lst, normed, strict=True)},
+                         min(normed)))
+    ranks, raws, spaces = merge_provenance(lists)
     fused = {m: sum(w * scores.get(m, floor) for w, scores, floor in per_list) for m in ranks}
     order = sorted(fused, key=lambda m: (-fused[m], min(ranks[m].values()), m))
-    return [Candidate(m, fused[m], i + 1, Channel.FUSED, frozen_map(ranks[m]), spaces[m],
-                      frozen_map(raws[m]))
+    # the provenance dicts are this call's own: a read-only view needs no copy
+    return [Candidate(m, fused[m], i + 1, Channel.FUSED, MappingProxyType(ranks[m]), spaces[m],
+                      MappingProxyType(raws[m]))
             for i, m in enumerate(order)]

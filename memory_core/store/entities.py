@@ -4,6 +4,7 @@ graph expansion and fuzzy tag resolution."""
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable
 
 from memory_core.store.db import Database
@@ -37,21 +38,35 @@ class EntityQueries(Database):
                 out.setdefault(int(r[0]), []).append(r[1])
         return out
 
-    def entity_frequencies(self, space_id: str, keys: Iterable[str]) -> dict[str, int]:
-        """How many memories of the space hold each entity key (its document frequency)."""
+    def entity_frequencies(self, space_id: str, keys: Iterable[str],
+                           cap: float | None = None) -> dict[str, int]:
+        """How many memories of the space hold each entity key (its document frequency); keys
+        no memory of the space holds are absent.
+
+        Counted from the entity index (``memory_entities_entity``: the memories holding the key,
+        each checked for the space by rowid), so the cost follows the keys' postings, not the
+        space's size. With ``cap`` a key's count stops at ``floor(cap) + 1``: a count above
+        ``cap`` then says only "more than ``cap``" (a hub, which the callers skip), and a hub
+        held by a million memories costs no more than one held by ``cap + 1``.
+        """
+        limit = -1 if cap is None else max(0, math.floor(cap)) + 1  # LIMIT -1: no limit
         rows = self._query(
-            "SELECT e.entity, COUNT(*) FROM memory_entities e JOIN memories m "
-            "ON m.rowid = e.memory_rowid WHERE m.space_id = ? AND e.entity IN "
-            "(SELECT value FROM json_each(?)) GROUP BY e.entity",
-            (space_id, json.dumps(sorted(set(keys)))))
-        return {r[0]: int(r[1]) for r in rows}
+            "SELECT k.value, (SELECT COUNT(*) FROM (SELECT 1 FROM memory_entities e "
+            "CROSS JOIN memories m ON m.rowid = e.memory_rowid "
+            "WHERE e.entity = k.value AND m.space_id = ? LIMIT ?)) AS n "
+            "FROM json_each(?) k", (space_id, limit, json.dumps(sorted(set(keys)))))
+        return {r[0]: int(r[1]) for r in rows if r[1]}
 
     def sharing_entities(self, space_id: str, keys: Iterable[str],
                          flt: SqlFilter) -> list[tuple[int, str]]:
         """``(row, entity key)`` for every eligible memory of the space holding one of ``keys``
-        (the filter is in the same statement, so an excluded memory is never returned)."""
+        (the filter is in the same statement, so an excluded memory is never returned).
+
+        Driven by the entity index like :meth:`entity_frequencies` (``CROSS JOIN`` keeps that
+        order: left alone, SQLite walked every memory of the space, 115 ms at 100k memories
+        against 8 ms for the same rows from the index)."""
         rows = self._query(
-            "SELECT e.memory_rowid, e.entity FROM memory_entities e JOIN memories m "
+            "SELECT e.memory_rowid, e.entity FROM memory_entities e CROSS JOIN memories m "
             "ON m.rowid = e.memory_rowid WHERE e.entity IN (SELECT value FROM json_each(?)) "
             f"AND m.space_id = ? AND ({flt.where}) ORDER BY e.memory_rowid, e.entity",
             (json.dumps(sorted(set(keys))), space_id, *flt.params))

@@ -113,11 +113,54 @@ def test_compiled_tag_filter_is_an_index_lookup(plans):
         assert tag_lines and all("INDEX" in ln for ln in tag_lines)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 17, open: the entity-frequency count of the "
-                   "graph channel walks every memory of the space (memories_hash by space_id) "
-                   "instead of the entity index; linear in the space's size at 10^6")
 def test_entity_frequencies_start_from_the_entity_index(plans):
-    counts = [lines for q, lines in plans.items() if q.startswith("SELECT e.entity, COUNT(*)")]
-    assert counts
-    assert all(not re.match(r"SEARCH m USING (?:COVERING )?INDEX \w+ \(space_id=\?\)$", lines[0])
-               for lines in counts)
+    # the graph channel's document-frequency count: driven by the entity index, each posting
+    # checked for the space by rowid, never a walk over every memory of the space
+    counts = [lines for q, lines in plans.items()
+              if "COUNT(*)" in q and "memory_entities e" in q and "json_each" in q]
+    assert counts, "no entity-frequency count was run"
+    for lines in counts:
+        assert any(re.match(r"SEARCH e USING (?:COVERING )?INDEX memory_entities_entity "
+                            r"\(entity=\?\)", ln) for ln in lines), lines
+        space_only = [ln for ln in lines
+                      if re.match(r"SEARCH m USING (?:COVERING )?INDEX \w+ \(space_id=\?\)$", ln)]
+        assert space_only == [], lines
+
+
+def test_graph_neighbours_are_read_from_the_entity_index(hash_embedder):
+    eng = MemoryEngine.open(":memory:", embedder=hash_embedder)
+    eng.create_space("s")
+    eng.write_many("s", [{"content": f"Alice met Bob in Paris about item {i}.", "user_id": "u1"}
+                         for i in range(200)]
+                   + [{"content": f"Then Carol flew to Lisbon with Dmitri, trip {i}.",
+                       "user_id": "u1"} for i in range(4)])
+    conn = eng.store._conn
+    seen: list[str] = []
+    conn.set_trace_callback(seen.append)
+    try:
+        eng.retrieve(query="Where did Carol fly with Dmitri?", space_id="s", mode="fast",
+                     user_id="u1")
+    finally:
+        conn.set_trace_callback(None)
+    shared = [q for q in seen if q.startswith("SELECT e.memory_rowid, e.entity FROM")]
+    assert shared, "no graph expansion was run"
+    for q in shared:
+        lines = [r[-1] for r in conn.execute("EXPLAIN QUERY PLAN " + q).fetchall()]
+        assert re.match(r"SEARCH e USING (?:COVERING )?INDEX memory_entities_entity", lines[0])
+        assert any("SEARCH m USING INTEGER PRIMARY KEY (rowid=?)" in ln for ln in lines), lines
+    eng.close()
+
+
+def test_entity_frequencies_count_hubs_only_up_to_the_cap(hash_embedder):
+    eng = MemoryEngine.open(":memory:", embedder=hash_embedder)
+    eng.create_space("s")
+    eng.create_space("t")
+    eng.write_many("s", [{"content": f"Alice met Bob in Paris about item {i}."} for i in range(30)]
+                   + [{"content": "Carol went to Lisbon."}] * 3)
+    eng.write_many("t", [{"content": "Alice met Bob at home."}] * 7)
+    store = eng.store
+    exact = store.entity_frequencies("s", ["alice", "carol", "nobody"])
+    assert exact == {"alice": 30, "carol": 3}          # per space: t's Alice is not counted
+    assert store.entity_frequencies("s", ["alice", "carol"], cap=4.5) == {"alice": 5, "carol": 3}
+    assert store.entity_frequencies("t", ["alice"], cap=0) == {"alice": 1}
+    eng.close()
