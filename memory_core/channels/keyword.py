@@ -127,21 +127,35 @@ def search(store: Store, space_id: str, query: str, flt: SqlFilter, depth: int,
     with ``context_weight`` beside its own text (``channels.keyword_context_weight``); words
     common within the space are left out when ``space_df_max`` is set; ``idf`` ``store``
     (FTS5's statistics) or ``space`` (:func:`space_idf_scores`, with ``idf_prior_rows``;
-    ``stats_spaces``: the other spaces of the same read, whose counts join the space's)."""
+    ``stats_spaces``: the other spaces of the same read, whose counts join the space's).
+
+    Where FTS5's statistics are the ones used (``idf="store"``, or the read's spaces are the
+    whole store), a word that at least half of the rows hold is left out of the match unless
+    no other word is left: FTS5 weighs it 1e-6, so it changes no ranking among the memories
+    that share another word, yet it made FTS5 score every row holding it (``week`` in each of
+    a 100,000-memory space's rows). The memories that hold only such words are not listed.
+    """
     if idf not in IDF_CHOICES:
         raise ValueError(f"idf must be one of {IDF_CHOICES}, got {idf!r}")
     words = query_words(query)
     if space_df_max is not None and words:
         common = set(space_common_words(store, space_id, words, space_df_max))
         words = [w for w in words if w not in common]
-    expr = match_expression(query, words)
-    if expr is None or depth <= 0:
+    if not words or depth <= 0:
         return []
-    if idf == "space":
+    whole = idf == "store"
+    if not whole:
+        own_rows, own_space, ctx_rows, ctx_space = store.fulltext_sizes(
+            sorted({space_id, *stats_spaces}))
+        whole = own_space == own_rows and ctx_space == ctx_rows
+    if whole:  # FTS5's own statistics: leave out the words they weigh at the floor
+        common = store.keyword_common([f'"{w}"' for w in words], context_weight > 0.0)
+        words = [w for w in words if f'"{w}"' not in common] or words
+        hits = store.keyword_search(space_id, " OR ".join(f'"{w}"' for w in words), flt,
+                                    depth, context_weight)
+    else:
         hits = space_idf_scores(store, space_id, words, flt, depth, context_weight,
                                 idf_prior_rows, stats_spaces)
-    else:
-        hits = store.keyword_search(space_id, expr, flt, depth, context_weight)
     return [Candidate(memory_id_of(rowid), score, i + 1, Channel.KEYWORD,
                       frozen_map({Channel.KEYWORD.value: i + 1}), space_id)
             for i, (rowid, score) in enumerate(hits)]

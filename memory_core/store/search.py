@@ -81,6 +81,24 @@ class SearchQueries(Database):
             (*params, space_id, *flt.params, depth))
         return [(int(r[0]), float(r[1])) for r in rows]
 
+    def keyword_common(self, phrases: Sequence[str], context: bool) -> set[str]:
+        """The phrases that weigh nothing in FTS5's ``bm25()``: in ``memories_fts`` (and in
+        ``memories_ctx`` too when ``context``) each is held by at least half of the rows, where
+        FTS5 floors its IDF at 1e-6, or by none. Such a phrase changes no score but makes FTS5
+        score every row that holds it. Each count stops at half the table's rows."""
+        own_rows, ctx_rows = self.fulltext_sizes(())[0::2]
+        tables = (("memories_fts", own_rows), ("memories_ctx", ctx_rows))[:1 + context]
+        return {phrase for phrase in phrases
+                if all(self._weightless(table, phrase, rows) for table, rows in tables)}
+
+    def _weightless(self, table: str, phrase: str, rows: int) -> bool:
+        half = (rows + 1) // 2  # 2n >= N: ln((N - n + 0.5) / (n + 0.5)) <= 0
+        if half == 0:
+            return True  # an empty table: nothing to weigh
+        row = self._query(f"SELECT COUNT(*) FROM (SELECT 1 FROM {table} WHERE {table} "
+                          "MATCH ? LIMIT ?)", (phrase, half))[0]
+        return int(row[0]) in (0, half)
+
     def keyword_term_hits(self, space_id: str, phrases: Sequence[str], flt: SqlFilter,
                           context: bool, stats_spaces: Sequence[str] = ()
                           ) -> tuple[list[tuple[int, int, float, bool, bool]], dict[int, int]]:

@@ -19,6 +19,10 @@ def chat(hash_embedder):
     turns = [f"Caroline: note {i} about the garden" for i in range(8)]
     turns += ["Melanie: I adopted a puppy named Oscar", "Melanie: the weather was fine"]
     eng.write_many("c", [{"content": t} for t in turns])
+    # another space, so that the name is rare store-wide (in one space holding every row,
+    # FTS5 floors the weight of a word that half of the rows hold and the search drops it)
+    eng.create_space("shop")
+    eng.write_many("shop", [{"content": f"Jon: the shop sold {i} bikes"} for i in range(30)])
     yield eng
     eng.close()
 

@@ -78,9 +78,12 @@ def test_in_a_store_of_one_space_the_scores_equal_fts5s(one_space, weight):
     assert [c.memory_id for c in space] == [c.memory_id for c in store]
     assert [c.score for c in space] == pytest.approx([c.score for c in store], rel=1e-9)
     # scored word by word, the scores sum to FTS5's over the whole query
-    direct = _per_word(one_space, keyword.query_words(q), weight)
-    assert [m for m, _ in direct] == [rowid_of(c.memory_id) for c in store]
-    assert [s for _, s in direct] == pytest.approx([c.score for c in store], rel=1e-9)
+    words = keyword.query_words(q)
+    whole = one_space.store.keyword_search("c", " OR ".join(f'"{w}"' for w in words),
+                                           SqlFilter(), 20, weight)
+    direct = _per_word(one_space, words, weight)
+    assert [m for m, _ in direct] == [r for r, _ in whole]
+    assert [s for _, s in direct] == pytest.approx([s for _, s in whole], rel=1e-9)
 
 
 def test_a_word_common_in_its_space_weighs_nothing_there(two_spaces):
@@ -163,3 +166,24 @@ def test_a_read_of_several_spaces_counts_them_together(hash_embedder):
             assert [c.score for c in alone] != pytest.approx([c.score for c in read])
     split.close()
     union.close()
+
+
+def test_words_half_the_store_holds_are_left_out_of_fts5s_match(one_space):
+    """A word in at least half of the rows weighs 1e-6 under FTS5's BM25: with FTS5's own
+    statistics it is dropped from the match (unless nothing else is left), which keeps the
+    ranking of the memories sharing another word and stops FTS5 scoring every row."""
+    store = one_space.store
+    # "caroline" is in 8 of the 10 turns, "garden" in 7, "puppy" in 2
+    assert store.keyword_common(['"caroline"', '"puppy"', '"garden"'], False) == {
+        '"caroline"', '"garden"'}
+    assert store.keyword_common(['"caroline"'], True) == {'"caroline"'}
+    for idf in ("store", "space"):  # one space: the space's counts are the store's
+        got = keyword.search(store, "c", "Caroline puppy", SqlFilter(), 20, idf=idf)
+        assert {c.memory_id for c in got} == {_id_of(one_space, TURNS[6]),
+                                              _id_of(one_space, TURNS[7])}
+        # every word common: the query keeps them all
+        assert len(keyword.search(store, "c", "Caroline", SqlFilter(), 20, idf=idf)) == 8
+    # the puppy turns' order is the full query's: the name weighed (almost) nothing there
+    full = store.keyword_search("c", '"caroline" OR "puppy"', SqlFilter(), 20)
+    pruned = keyword.search(store, "c", "Caroline puppy", SqlFilter(), 20)
+    assert [c.memory_id for c in pruned] == [f"mem_{r}" for r, _ in full[:2]]
