@@ -89,19 +89,16 @@ def space_idf_scores(store: Store, space_id: str, words: list[str], flt: SqlFilt
     ``prior_rows`` pseudo-rows that hold it at its store-wide rate (a small space's counts
     are noisy; 0: the space's counts alone, large: back to the store's IDF). The
     neighbour context (``memories_ctx``) is re-weighed the same way with its own counts. The
-    length norm keeps FTS5's store-wide average length. Where the spaces hold every row of
-    the store their counts are the store's, and FTS5 scores the query directly
-    (:meth:`Store.keyword_search`, one statement that keeps only the top ``depth``). A read
-    of several spaces passes them all as ``stats_spaces``: their union is the collection
-    whose counts make the IDF, so the spaces' scores compare and rank as one space holding
-    them all would.
+    length norm keeps FTS5's store-wide average length. A read of several spaces passes them
+    all as ``stats_spaces``: their union is the collection whose counts make the IDF, so the
+    spaces' scores compare and rank as one space holding them all would. (Where the spaces
+    hold every row of the store their counts are the store's: :func:`search` then lets FTS5
+    score the query in one statement that keeps only the top ``depth``.)
     """
     phrases = [f'"{w}"' for w in words]
     k = len(phrases)
     own_rows, own_space, ctx_rows, ctx_space = store.fulltext_sizes(
         sorted({space_id, *stats_spaces}))
-    if own_space == own_rows and ctx_space == ctx_rows:  # the spaces are the whole store
-        return store.keyword_search(space_id, " OR ".join(phrases), flt, depth, context_weight)
     hits, store_df = store.keyword_term_hits(space_id, phrases, flt, context_weight > 0.0,
                                              stats_spaces)
     space_df = Counter(t for t, *_ in hits)
