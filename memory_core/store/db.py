@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -83,6 +83,18 @@ class Database:
     def _query(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
         with self._lock, self._translated():
             return self._conn.execute(sql, tuple(params)).fetchall()
+
+    def _grouped(self, sql: str, rowids: Iterable[int]) -> dict[int, list[Any]]:
+        """``{first column: [second column, ...]}`` for ``sql`` run over ``rowids`` in chunks
+        of 500 (``sql`` holds ``{marks}`` where the chunk's placeholders go); keys no row
+        names are absent, each list keeps the statement's order."""
+        ids = sorted(set(rowids))
+        out: dict[int, list[Any]] = {}
+        for i in range(0, len(ids), 500):
+            chunk = ids[i:i + 500]
+            for r in self._query(sql.format(marks=",".join("?" * len(chunk))), chunk):
+                out.setdefault(int(r[0]), []).append(r[1])
+        return out
 
     # -- meta ---------------------------------------------------------------------------------
     def get_meta(self, key: str) -> str | None:

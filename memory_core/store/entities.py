@@ -8,7 +8,7 @@ import math
 from collections.abc import Iterable
 
 from memory_core.store.db import Database
-from memory_core.store.sql import SqlFilter, _chunks
+from memory_core.store.sql import SqlFilter
 
 _EVERY_ROW = SqlFilter()  # the trivial filter; frozen, so one instance serves as every default
 
@@ -29,14 +29,8 @@ class EntityQueries(Database):
 
     def entity_keys(self, rowids: Iterable[int]) -> dict[int, list[str]]:
         """The entity keys of each row (rows without entities are absent)."""
-        ids = sorted(set(rowids))
-        out: dict[int, list[str]] = {}
-        for chunk in _chunks(ids, 500):
-            marks = ",".join("?" * len(chunk))
-            for r in self._query(f"SELECT memory_rowid, entity FROM memory_entities WHERE "
-                                 f"memory_rowid IN ({marks}) ORDER BY entity", chunk):
-                out.setdefault(int(r[0]), []).append(r[1])
-        return out
+        return self._grouped("SELECT memory_rowid, entity FROM memory_entities WHERE "
+                             "memory_rowid IN ({marks}) ORDER BY entity", rowids)
 
     def entity_frequencies(self, space_id: str, keys: Iterable[str],
                            cap: float | None = None) -> dict[str, int]:

@@ -148,14 +148,8 @@ class MemoryQueries(Database):
 
     def scopes_of(self, rowids: Iterable[int]) -> dict[int, list[str]]:
         """The scope paths of each row (rows without any are absent)."""
-        ids = sorted(set(rowids))
-        out: dict[int, list[str]] = {}
-        for chunk in _chunks(ids, 500):
-            marks = ",".join("?" * len(chunk))
-            for r in self._query(f"SELECT memory_rowid, path FROM memory_scopes WHERE "
-                                 f"memory_rowid IN ({marks}) ORDER BY path", chunk):
-                out.setdefault(int(r[0]), []).append(r[1])
-        return out
+        return self._grouped("SELECT memory_rowid, path FROM memory_scopes WHERE "
+                             "memory_rowid IN ({marks}) ORDER BY path", rowids)
 
     def minhashes(self, rowids: Iterable[int]) -> dict[int, tuple[str, bytes | None]]:
         """(content hash, MinHash signature bytes) per row, for dedup."""
