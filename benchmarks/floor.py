@@ -97,11 +97,11 @@ def profile_text(prof: cProfile.Profile, rows: int = 35) -> str:
 
 
 def run(queries: int, warmup: int, conversations: int | None, seed: int, work: Path,
-        profile_queries: int) -> tuple[dict[str, Any], str]:
+        profile_queries: int, keyword_index: str = "auto") -> tuple[dict[str, Any], str]:
     import faiss
 
     from memory_core import MemoryEngine, date_read, times
-    from memory_core.config import CacheSpec, EmbedSpec, EngineSpec
+    from memory_core.config import CacheSpec, ChannelsSpec, EmbedSpec, EngineSpec
     from memory_core.embed import CachedEmbedder, SentenceTransformerEmbedder
 
     source, items, asked = load_turns(conversations)
@@ -112,7 +112,8 @@ def run(queries: int, warmup: int, conversations: int | None, seed: int, work: P
     model = inner._load()
     model.encode(["load"], show_progress_bar=False)
     embedder = TimedEmbedder(CachedEmbedder(inner, work / "cache"))
-    spec = EngineSpec(cache=CacheSpec(enabled=False))
+    spec = EngineSpec(cache=CacheSpec(enabled=False),
+                      channels=ChannelsSpec(keyword_index=keyword_index))
     engine = MemoryEngine.open(work / "store", spec, embedder=embedder)
 
     # ingest: the engine's write_many against raw encode of the same texts
@@ -183,7 +184,8 @@ def run(queries: int, warmup: int, conversations: int | None, seed: int, work: P
     report = {
         "benchmark": "memory_core floor",
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "source": source, "spaces": len(items), "memories": len(texts),
+        "source": source, "keyword_index": keyword_index, "spaces": len(items),
+        "memories": len(texts),
         "queries": len(lat["fast"]), "warmup": warmup, "limit": LIMIT, "seed": seed,
         "threads": thread_settings(),
         "latency": stats,
@@ -210,13 +212,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--conversations", type=int, default=None,
                         help="first N spaces only (default: all)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--keyword-index", default="auto", choices=("auto", "fts5", "postings"),
+                        help="channels.keyword_index of the engine measured")
     parser.add_argument("--out", type=Path, default=ROOT / "outputs" / "bench" / "floor")
     args = parser.parse_args(argv)
     if args.queries < 1 or args.warmup < 0 or args.profile_queries < 0:
         parser.error("--queries must be >= 1, --warmup and --profile-queries >= 0")
     with tempfile.TemporaryDirectory(prefix="memory-core-floor-") as tmp:
         report, prof = run(args.queries, args.warmup, args.conversations, args.seed, Path(tmp),
-                           args.profile_queries)
+                           args.profile_queries, args.keyword_index)
     out_dir = args.out / time.strftime("%Y-%m-%d_%H-%M-%S")
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "floor.json").write_text(json.dumps(report, indent=2) + "\n")

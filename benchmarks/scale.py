@@ -2,6 +2,8 @@
 
 What it measures, per size N (each size in its own child process, so RSS is that size's):
 
+- the keyword channel alone, FTS5 against the in-memory postings (``channels.keyword_index``;
+  what chooses ``keyword_index_threshold``), p50 of each and the postings' build time;
 - ``fast`` retrieve p50 / p95 (ms) over ``--queries`` questions, each a full
   ``engine.retrieve(mode="fast", limit=10)`` including the query's MiniLM embedding (a real,
   uncached encode: the questions are new to the engine);
@@ -48,6 +50,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from tqdm import tqdm
 
 from benchmarks.perf import percentiles, take
 
@@ -162,23 +165,33 @@ def one_size(n: int, args: argparse.Namespace, work: Path) -> dict[str, Any]:
     embedder = BatchEmbedder(_model())
     store_dir = work / f"store-{n}"
     out: dict[str, Any] = {"memories": n, "real_vectors": min(n, args.real)}
+    reuse = (store_dir / "DONE").is_file()
     with MemoryEngine.open(store_dir, spec, embedder=embedder) as eng:
-        eng.create_space(SPACE, description="scale benchmark")
-        t0 = time.perf_counter()
-        for i in range(0, n, BATCH):
-            batch = items[i:i + BATCH]
-            embedder.pending = {s.text: v for s, v in zip(batch, vecs[i:i + BATCH], strict=True)}
-            eng.write_many(SPACE, [{"content": s.text} for s in batch])
-        embedder.pending = {}
-        ingest_s = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        eng.flush()
-        save_s = time.perf_counter() - t0
+        if reuse:
+            # a kept store of this size (--store-dir): the queries only, ingest not re-measured
+            out["ingest_store_path"] = {"reused": str(store_dir)}
+            save_s = None
+        else:
+            eng.create_space(SPACE, description="scale benchmark")
+            t0 = time.perf_counter()
+            for i in tqdm(range(0, n, BATCH), desc=f"ingest {n:,}", unit="batch",
+                          disable=not args.progress):
+                batch = items[i:i + BATCH]
+                embedder.pending = {s.text: v
+                                    for s, v in zip(batch, vecs[i:i + BATCH], strict=True)}
+                eng.write_many(SPACE, [{"content": s.text} for s in batch])
+            embedder.pending = {}
+            ingest_s = time.perf_counter() - t0
+            out["ingest_store_path"] = {"seconds": round(ingest_s, 2),
+                                        "memories_per_s": round(n / ingest_s, 1)}
+            t0 = time.perf_counter()
+            eng.flush()
+            save_s = round(time.perf_counter() - t0, 3)
         kind = file_kind(eng._components.dense._indexes[SPACE])
-    out["ingest_store_path"] = {"seconds": round(ingest_s, 2),
-                                "memories_per_s": round(n / ingest_s, 1)}
+    if not reuse:
+        (store_dir / "DONE").write_text(f"{n}\n")
     out["disk_bytes_per_memory"] = round(_dir_bytes(store_dir) / n, 1)
-    out["index"] = {"kind": kind, "save_s": round(save_s, 3)}
+    out["index"] = {"kind": kind, "save_s": save_s}
 
     with MemoryEngine.open(store_dir, spec, embedder=embedder) as eng:
         dense = eng._components.dense
@@ -196,6 +209,7 @@ def one_size(n: int, args: argparse.Namespace, work: Path) -> dict[str, Any]:
         out["fast"] = percentiles(lat)
         out["rss_bytes"] = _status("VmRSS")
         out["peak_rss_bytes"] = _status("VmHWM")
+        out["keyword_alone"] = keyword_alone(eng, asked[args.warmup:])
         qvecs = embedder.model.embed(asked[args.warmup:args.warmup + args.recall_queries])
         rows = eng.store.space_rowids(SPACE)
         t0 = time.perf_counter()
@@ -229,9 +243,40 @@ def one_size(n: int, args: argparse.Namespace, work: Path) -> dict[str, Any]:
     return out
 
 
+def keyword_alone(eng: Any, asked: Sequence[str]) -> dict[str, Any]:
+    """The keyword channel alone, FTS5 against the in-memory postings (what chooses
+    ``channels.keyword_index_threshold``), alternating per question; the postings' build
+    time is the first search's (the engine's own warm-up already built them when ``auto``
+    chose them; then it is 0 here and ``built_s`` says what it took)."""
+    from memory_core.channels import keyword
+    from memory_core.store import SqlFilter
+
+    ch = eng.spec.channels
+    times: dict[str, list[float]] = {"fts5": [], "postings": []}
+    same = 0
+    for i, q in enumerate(asked):
+        got = {}
+        for index in (("fts5", "postings") if i % 2 == 0 else ("postings", "fts5")):
+            t = time.perf_counter()
+            got[index] = keyword.search(eng.store, SPACE, q, SqlFilter(), ch.keyword_pool,
+                                        ch.keyword_context_weight, None, ch.keyword_idf,
+                                        ch.keyword_idf_prior_rows, (), index)
+            times[index].append((time.perf_counter() - t) * 1000)
+        same += [c.memory_id for c in got["fts5"]] == [c.memory_id for c in got["postings"]]
+    index = eng.store.postings(SPACE)
+    return {"fts5_p50_ms": round(float(np.median(times["fts5"])), 3),
+            "postings_p50_ms": round(float(np.median(times["postings"][1:])), 3),
+            "postings_first_ms": round(times["postings"][0], 1),
+            "built_s": round(index.build_s, 2), "same_top": f"{same}/{len(asked)}"}
+
+
 def child(args: argparse.Namespace) -> int:
-    with tempfile.TemporaryDirectory(prefix="memory-core-scale-", dir=args.work_dir) as tmp:
-        result = one_size(args.one, args, Path(tmp))
+    if args.store_dir is not None:
+        args.store_dir.mkdir(parents=True, exist_ok=True)
+        result = one_size(args.one, args, args.store_dir)
+    else:
+        with tempfile.TemporaryDirectory(prefix="memory-core-scale-", dir=args.work_dir) as tmp:
+            result = one_size(args.one, args, Path(tmp))
     print("SCALE_RESULT " + json.dumps(result))
     return 0
 
@@ -282,18 +327,31 @@ def ingest_vs_encoder(n: int, seed: int, work: Path) -> dict[str, Any]:
 
 
 # -- report -----------------------------------------------------------------------------------
+def _ingest_cell(r: dict[str, Any]) -> str:
+    rate = r["ingest_store_path"].get("memories_per_s")
+    return "(kept store)" if rate is None else f"{rate:,.0f}"
+
+
+def _keyword_cells(r: dict[str, Any]) -> str:
+    k = r.get("keyword_alone")
+    if k is None:
+        return "- | -"
+    return f"{k['fts5_p50_ms']:.1f} / {k['postings_p50_ms']:.1f} | {k['built_s']:.1f}"
+
+
 def cost_table(results: list[dict[str, Any]]) -> str:
     rows = [("| memories | index | fast p50 ms | fast p95 ms | RSS MiB | disk bytes/memory | "
-             "store-path ingest /s | index load s | rebuild s | hnsw recall@10 |"),
-            "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "store-path ingest /s | index load s | rebuild s | hnsw recall@10 | "
+             "keyword p50 ms fts5 / postings | postings build s |"),
+            "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in results:
         rows.append(
             f"| {r['memories']:,} | {r['index']['kind']} | {r['fast']['p50_ms']:.1f} | "
             f"{r['fast']['p95_ms']:.1f} | {r['rss_bytes'] / 2**20:,.0f} | "
             f"{r['disk_bytes_per_memory']:,.0f} | "
-            f"{r['ingest_store_path']['memories_per_s']:,.0f} | "
+            f"{_ingest_cell(r)} | "
             f"{r['index']['load_s']:.2f} | {r['index']['rebuild_from_sqlite_s']:.1f} | "
-            f"{r['dense_alone']['recall_at_10']:.3f} |")
+            f"{r['dense_alone']['recall_at_10']:.3f} | {_keyword_cells(r)} |")
     return "\n".join(rows) + "\n"
 
 
@@ -342,6 +400,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=ROOT / "outputs" / "bench" / "scale")
     parser.add_argument("--work-dir", type=Path)
+    parser.add_argument("--store-dir", type=Path,
+                        help="keep each size's store in STORE_DIR/store-N and reuse it when it "
+                             "is there (its ingest is then not re-measured)")
+    parser.add_argument("--progress", action="store_true", help="tqdm bars on stderr")
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)  # child: one size
     args = parser.parse_args(argv)
     if args.one:
@@ -372,11 +434,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         cmd = [sys.executable, "-m", "benchmarks.scale", "--one", str(n)] + [
             a for a in (argv if argv is not None else sys.argv[1:])]
         t0 = time.perf_counter()
-        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, check=False)
+        # with --progress the child's bars go straight to this terminal
+        proc = subprocess.run(cmd, stdout=subprocess.PIPE,
+                              stderr=None if args.progress else subprocess.PIPE,
+                              text=True, cwd=ROOT, check=False)
         line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("SCALE_RESULT ")),
                     None)
         if proc.returncode != 0 or line is None:
-            raise RuntimeError(f"size {n} failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
+            tail = (proc.stderr or "(stderr shown above)")[-3000:]
+            raise RuntimeError(f"size {n} failed (exit {proc.returncode}):\n{tail}")
         result = json.loads(line.removeprefix("SCALE_RESULT "))
         result["wall_s"] = round(time.perf_counter() - t0, 1)
         report["results"].append(result)

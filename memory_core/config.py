@@ -110,6 +110,12 @@ class ChannelsSpec:
     # small spaces; it is the IDF of the collection searched (docs/recorded_figures.md)
     keyword_idf: str = "space"
     keyword_idf_prior_rows: float = 50.0
+    # keyword: where BM25 is computed (channels/keyword.py): "fts5" in SQLite, "postings" from
+    # in-memory postings of the searched spaces (store/postings.py; the same scores), "auto"
+    # postings once the store holds keyword_index_threshold memories (FTS5 scores every
+    # matching row of the store; the threshold from benchmarks/scale.py)
+    keyword_index: str = "auto"
+    keyword_index_threshold: int = 20_000
 
     def __post_init__(self) -> None:
         w = self.keyword_context_weight
@@ -122,6 +128,12 @@ class ChannelsSpec:
         if not (isinstance(p, (int, float)) and 0.0 <= p <= 1e9):
             raise ValueError("channels.keyword_idf_prior_rows must be within [0, 1e9], "
                              f"got {p!r}")
+        if self.keyword_index not in ("auto", "fts5", "postings"):
+            raise ValueError("channels.keyword_index must be 'auto', 'fts5' or 'postings', "
+                             f"got {self.keyword_index!r}")
+        t = self.keyword_index_threshold
+        if not (isinstance(t, int) and not isinstance(t, bool) and t >= 0):
+            raise ValueError(f"channels.keyword_index_threshold must be an int >= 0, got {t!r}")
         if self.keyword_idf not in ("store", "space"):
             raise ValueError("channels.keyword_idf must be 'store' or 'space', "
                              f"got {self.keyword_idf!r}")

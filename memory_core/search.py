@@ -74,7 +74,8 @@ def candidates_for_space(comp: Components, request: RetrieveRequest, space_id: s
     if (hybrid and ch.keyword) or which is Retrieval.BM25:
         add("keyword", keyword.search(comp.store, space_id, request.query, flt, ch.keyword_pool,
                                       ch.keyword_context_weight, ch.keyword_space_df_max,
-                                      ch.keyword_idf, ch.keyword_idf_prior_rows, read_spaces))
+                                      ch.keyword_idf, ch.keyword_idf_prior_rows, read_spaces,
+                                      ch.keyword_index, ch.keyword_index_threshold))
     if hybrid and ch.temporal and window is not None:
         add("temporal", temporal.search(comp.dense, space_id, query_vec, flt, window,
                                         ch.temporal_pool))
@@ -203,7 +204,9 @@ def evidence_probe(comp: Components, request: RetrieveRequest, query_vec: Any, d
         try:
             flt = compile_filter(request, comp.store, space_id, comp.spec, {})
             dense = comp.dense.search(space_id, query_vec, flt, depth)
-            kw = keyword.search(comp.store, space_id, request.query, flt, depth)
+            ch = comp.spec.channels
+            kw = keyword.search(comp.store, space_id, request.query, flt, depth,
+                                index=ch.keyword_index, index_threshold=ch.keyword_index_threshold)
         except MemoryCoreError:
             raise
         except Exception as exc:  # recorded per space, see the docstring

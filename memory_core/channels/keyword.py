@@ -22,7 +22,10 @@ import re
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 
+import numpy as np
+
 from memory_core.store import SqlFilter, Store, memory_id_of
+from memory_core.store.postings import bm25_part
 from memory_core.types import Candidate, Channel, frozen_map
 
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
@@ -69,6 +72,7 @@ def space_common_words(store: Store, space_id: str, words: list[str], df_max: fl
 
 
 IDF_CHOICES = ("store", "space")
+INDEX_CHOICES = ("auto", "fts5", "postings")
 
 
 def fts5_idf(rows: float, df: float) -> float:
@@ -119,7 +123,8 @@ def space_idf_scores(store: Store, space_id: str, words: list[str], flt: SqlFilt
 def search(store: Store, space_id: str, query: str, flt: SqlFilter, depth: int,
            context_weight: float = 0.0, space_df_max: float | None = None,
            idf: str = "store", idf_prior_rows: float = 0.0,
-           stats_spaces: Sequence[str] = ()) -> list[Candidate]:
+           stats_spaces: Sequence[str] = (), index: str = "fts5",
+           index_threshold: int = 0) -> list[Candidate]:
     """Top ``depth`` eligible memories of the space by BM25; a turn's neighbour turns count
     with ``context_weight`` beside its own text (``channels.keyword_context_weight``); words
     common within the space are left out when ``space_df_max`` is set; ``idf`` ``store``
@@ -131,28 +136,144 @@ def search(store: Store, space_id: str, query: str, flt: SqlFilter, depth: int,
     no other word is left: FTS5 weighs it 1e-6, so it changes no ranking among the memories
     that share another word, yet it made FTS5 score every row holding it (``week`` in each of
     a 100,000-memory space's rows). The memories that hold only such words are not listed.
+
+    ``index`` (``channels.keyword_index``): ``fts5`` scores in SQLite; ``postings`` with the
+    in-memory postings of the read's spaces (:func:`postings_scores`, the same scores);
+    ``auto`` with the postings once the store holds ``index_threshold`` rows, where FTS5's
+    cost (it scores every matching row of the store) outgrows theirs. Without
+    ``space_df_max`` only; a query word FTS5 reads as several tokens goes to FTS5.
     """
     if idf not in IDF_CHOICES:
         raise ValueError(f"idf must be one of {IDF_CHOICES}, got {idf!r}")
+    if index not in INDEX_CHOICES:
+        raise ValueError(f"index must be one of {INDEX_CHOICES}, got {index!r}")
     words = query_words(query)
     if space_df_max is not None and words:
         common = set(space_common_words(store, space_id, words, space_df_max))
         words = [w for w in words if w not in common]
     if not words or depth <= 0:
         return []
-    whole = idf == "store"
-    if not whole:
-        own_rows, own_space, ctx_rows, ctx_space = store.fulltext_sizes(
-            sorted({space_id, *stats_spaces}))
-        whole = own_space == own_rows and ctx_space == ctx_rows
-    if whole:  # FTS5's own statistics: leave out the words they weigh at the floor
+    spaces = sorted({space_id, *stats_spaces})
+    own_rows, own_space, ctx_rows, ctx_space = store.fulltext_sizes(spaces)
+    whole = idf == "store" or (own_space == own_rows and ctx_space == ctx_rows)
+    hits = None
+    if space_df_max is None and (index == "postings"
+                                 or (index == "auto" and own_rows >= index_threshold)):
+        hits = postings_scores(store, space_id, words, flt, depth, context_weight, whole,
+                               idf_prior_rows, spaces)
+    if hits is None and whole:  # FTS5's own statistics: leave out the words they weigh at 0
         common = store.keyword_common([f'"{w}"' for w in words], context_weight > 0.0)
         words = [w for w in words if f'"{w}"' not in common] or words
         hits = store.keyword_search(space_id, " OR ".join(f'"{w}"' for w in words), flt,
                                     depth, context_weight)
-    else:
+    elif hits is None:
         hits = space_idf_scores(store, space_id, words, flt, depth, context_weight,
                                 idf_prior_rows, stats_spaces)
     return [Candidate(memory_id_of(rowid), score, i + 1, Channel.KEYWORD,
                       frozen_map({Channel.KEYWORD.value: i + 1}), space_id)
             for i, (rowid, score) in enumerate(hits)]
+
+
+def postings_scores(store: Store, space_id: str, words: list[str], flt: SqlFilter,
+                    depth: int, context_weight: float, fts5_stats: bool,
+                    prior_rows: float, spaces: Sequence[str]) -> list[tuple[int, float]] | None:
+    """The scores :func:`search`'s FTS5 paths give, from the in-memory postings of ``spaces``
+    (:mod:`memory_core.store.postings`): [(rowid, score)] of ``space_id``'s top ``depth``
+    eligible rows, best first (ties: lower rowid), or None when a word is not one FTS5 token.
+
+    ``fts5_stats``: IDF from the store-wide counts, with the words FTS5 weighs at its floor
+    left out as :func:`search` does; else the IDF of ``spaces``' union smoothed with
+    ``prior_rows`` (:func:`space_idf_scores`). Store-wide counts come from FTS5 (one
+    ``COUNT`` per word and table) unless ``spaces`` hold the whole store.
+    """
+    terms = store.query_terms(words)
+    if any(t is None for t in terms):
+        return None
+    indexes = [store.postings(s) for s in spaces]
+    target = indexes[spaces.index(space_id)]
+    (own_rows, own_tokens), (ctx_rows, ctx_tokens) = store.fulltext_totals()
+    context = context_weight > 0.0
+    # per word: (own hits in the target space, context hits there, union dfs own / context)
+    own_hits, ctx_hits, space_df = [], [], []
+    for term in terms:
+        assert term is not None
+        per = [(ix.hits(term), ix) for ix in indexes]
+        ctx = [ix.context_hits(h) if context and h is not None else None for h, ix in per]
+        space_df.append((sum(len(h.pos) for h, _ in per if h is not None),
+                         sum(len(c.pos) for c in ctx if c is not None)))
+        own_hits.append(per[spaces.index(space_id)][0])
+        ctx_hits.append(ctx[spaces.index(space_id)])
+    union_rows = sum(ix.size for ix in indexes)
+    union_ctx = sum(ix.context_rows() for ix in indexes) if context else 0
+    if union_rows == own_rows and (not context or union_ctx == ctx_rows):
+        store_df = space_df  # the read's spaces are the store
+    else:
+        store_df = store.keyword_store_df([f'"{w}"' for w in words], context)
+    keep = list(range(len(words)))
+    if fts5_stats:  # as search(): words FTS5 weighs at 1e-6 everywhere are left out
+        half_own, half_ctx = (own_rows + 1) // 2, (ctx_rows + 1) // 2
+
+        def weightless(n: int, half: int) -> bool:
+            return half == 0 or n == 0 or n >= half
+
+        keep = [i for i in keep if not (weightless(store_df[i][0], half_own) and (
+            not context or weightless(store_df[i][1], half_ctx)))] or keep
+    pos_parts: list[np.ndarray] = []
+    score_parts: list[np.ndarray] = []
+    for i in keep:
+        own, ctx = own_hits[i], ctx_hits[i]
+        if own is not None:
+            if fts5_stats:
+                w_idf = fts5_idf(own_rows, store_df[i][0])
+            else:
+                w_idf = fts5_idf(union_rows + prior_rows,
+                                 space_df[i][0] + prior_rows * store_df[i][0] / own_rows)
+            pos_parts.append(own.pos)
+            score_parts.append(w_idf * bm25_part(own.tf, target.length[own.pos],
+                                                 own_tokens / own_rows))
+        if ctx is not None and len(ctx.pos):
+            if fts5_stats:
+                c_idf = fts5_idf(ctx_rows, store_df[i][1])
+            else:
+                c_idf = fts5_idf(union_ctx + prior_rows,
+                                 space_df[i][1] + prior_rows * store_df[i][1] / ctx_rows)
+            pos_parts.append(ctx.pos)
+            score_parts.append(context_weight * c_idf * bm25_part(
+                ctx.tf, target.context_length(ctx.pos), ctx_tokens / ctx_rows))
+    if not pos_parts:
+        return []
+    pos = np.concatenate(pos_parts)
+    total = np.bincount(pos, weights=np.concatenate(score_parts), minlength=target.size)
+    held = np.zeros(target.size, dtype=bool)
+    held[pos] = True
+    cand = np.flatnonzero(held)
+    return _top_eligible(store, space_id, target.rowids[cand], total[cand], flt, depth)
+
+
+def _top_eligible(store: Store, space_id: str, rowids: np.ndarray, scores: np.ndarray,
+                  flt: SqlFilter, depth: int) -> list[tuple[int, float]]:
+    """The ``depth`` best (score, then lower rowid) of the rows that pass ``flt``: the best
+    4 x ``depth`` checked first, then 4 times as many each round; past 64 x ``depth`` the
+    space's eligible rows are read once instead."""
+    m = depth if flt.is_trivial else 4 * depth
+    checked = 0
+    found: list[tuple[int, float]] = []
+    while True:
+        if m < len(scores):
+            kth = np.partition(scores, len(scores) - m)[len(scores) - m]
+            top = np.flatnonzero(scores >= kth)  # ties at the cut all come along
+        else:
+            top = np.arange(len(scores))
+        order = top[np.lexsort((rowids[top], -scores[top]))]
+        if flt.is_trivial:
+            return [(int(rowids[j]), float(scores[j])) for j in order[:depth]]
+        fresh = order[checked:]
+        if m > 64 * depth:
+            ok = set(store.eligible_rowids(space_id, flt).tolist())
+        else:
+            ok = store.eligible_among([int(r) for r in rowids[fresh]], flt)
+        found.extend((int(rowids[j]), float(scores[j])) for j in fresh if int(rowids[j]) in ok)
+        checked = len(order)
+        if len(found) >= depth or checked >= len(scores):
+            return found[:depth]
+        m *= 4

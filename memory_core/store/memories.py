@@ -193,10 +193,28 @@ class MemoryQueries(Database):
                                (passage_id,))[0][0])
 
     def count_memories(self, space_id: str | None = None) -> int:
+        """How many memories the space (None: the store) holds. Counting reads every row (4-6
+        ms at 100,000), so a count is kept until a write moves the versions it was read at
+        (memories are only ever added; a write by another connection moves them too)."""
         if space_id is None:
-            return int(self._query("SELECT COUNT(*) FROM memories")[0][0])
-        return int(self._query("SELECT COUNT(*) FROM memories WHERE space_id = ?",
-                               (space_id,))[0][0])
+            stamp = tuple(self._query("SELECT COALESCE(SUM(version), 0), COUNT(*) "
+                                      "FROM space_versions")[0])
+        else:
+            stamp = tuple(self._query("SELECT COALESCE(MAX(version), 0) FROM space_versions "
+                                      "WHERE space_id = ?", (space_id,))[0])
+        cache: dict[str | None, tuple[tuple, int]] = self.__dict__.setdefault("_counts", {})
+        kept = cache.get(space_id)
+        if kept is not None and kept[0] == stamp:
+            return kept[1]
+        if space_id is None:
+            n = int(self._query("SELECT COUNT(*) FROM memories")[0][0])
+        else:
+            n = int(self._query("SELECT COUNT(*) FROM memories WHERE space_id = ?",
+                                (space_id,))[0][0])
+        if len(cache) >= 1024:
+            cache.clear()
+        cache[space_id] = (stamp, n)
+        return n
 
 
 def _inserted(cursor: sqlite3.Cursor) -> int:

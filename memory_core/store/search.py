@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 import sqlite3
+import threading
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
 from memory_core.store.db import Database
+from memory_core.store.postings import Fts5Tokenizer, PostingIndex, fts5_totals
 from memory_core.store.sql import SqlFilter, _chunks
+from memory_core.store.turns import _TURN_ORDER_AFTER, _TURN_ORDER_BEFORE
+
+if TYPE_CHECKING:
+    from memory_core.store.postings import PostingSource
 
 
 class SearchQueries(Database):
@@ -21,6 +27,10 @@ class SearchQueries(Database):
         # fulltext_sizes' counts per set of spaces, with the space versions they were read at
         self._sizes_cache: dict[tuple[str, ...], tuple[tuple[tuple[str, int], ...],
                                                        tuple[int, int, int, int]]] = {}
+        # in-memory BM25 postings of large spaces (store/postings.py), built on first use
+        self._postings: dict[str, PostingIndex] = {}
+        self._postings_lock = threading.Lock()
+        self._tokenizer: Fts5Tokenizer | None = None
 
     def space_embeddings(self, space_id: str) -> tuple[np.ndarray, np.ndarray]:
         """(rowids, float32 matrix) of every memory of a space, for building the vector index."""
@@ -168,6 +178,90 @@ class SearchQueries(Database):
             self._sizes_cache.clear()
         self._sizes_cache[key] = (stamp, sizes)
         return sizes
+
+    # -- the in-memory postings of large spaces (store/postings.py) ---------------------------
+    def postings(self, space_id: str) -> PostingIndex:
+        """The space's posting index, brought up to date with the store (built on first use:
+        every row of the space is tokenized once)."""
+        with self._postings_lock:
+            if self._tokenizer is None:
+                self._tokenizer = Fts5Tokenizer()
+            index = self._postings.get(space_id)
+            if index is None:
+                index = self._postings[space_id] = PostingIndex(space_id, self._tokenizer)
+        # the Store facade joins this class with SpaceQueries (space_version)
+        index.refresh(cast("PostingSource", self))
+        return index
+
+    def query_terms(self, words: Sequence[str]) -> list[str | None]:
+        """The term FTS5 indexes each word as (None: not a single token)."""
+        with self._postings_lock:
+            if self._tokenizer is None:
+                self._tokenizer = Fts5Tokenizer()
+        return self._tokenizer.term_of(words)
+
+    def rows_after(self, space_id: str, rowid: int) -> list[tuple[int, str]]:
+        """(rowid, content) of the space's rows after ``rowid``, ascending."""
+        return [(int(r[0]), r[1]) for r in self._query(
+            "SELECT rowid, content FROM memories WHERE space_id = ? AND rowid > ? "
+            "ORDER BY rowid", (space_id, rowid))]
+
+    def turn_order(self, space_id: str) -> list[tuple[int, tuple]]:
+        """The space's turns (facts with a session) in conversation order, each with its
+        (session, user, agent): consecutive rows sharing that key are neighbours (the order
+        :func:`~memory_core.store.turns._refresh_turn_context` writes contexts by)."""
+        return [(int(r[0]), (r[1], r[2], r[3])) for r in self._query(
+            "SELECT rowid, session_id, user_id, agent_id FROM memories WHERE space_id = ? "
+            "AND session_id IS NOT NULL AND memory_type = 'fact' "
+            "ORDER BY session_id, user_id, agent_id, timestamp, rowid", (space_id,))]
+
+    def turn_neighbours(self, rowids: Iterable[int]) -> dict[int, tuple[int | None, int | None]]:
+        """{turn: (the turn before, the turn after)} of those rows that are turns."""
+        out: dict[int, tuple[int | None, int | None]] = {}
+        for chunk in _chunks(sorted(set(rowids)), 500):
+            marks = ",".join("?" * len(chunk))
+            turns = self._query(
+                "SELECT rowid, space_id, session_id, user_id, agent_id, timestamp FROM memories "
+                f"WHERE rowid IN ({marks}) AND session_id IS NOT NULL AND memory_type = 'fact'",
+                chunk)
+            for r in turns:
+                args = (*tuple(r[1:6]), r[5], r[0])
+                near = [self._query(sql, args) for sql in (_TURN_ORDER_BEFORE, _TURN_ORDER_AFTER)]
+                out[int(r[0])] = (int(near[0][0][0]) if near[0] else None,
+                                  int(near[1][0][0]) if near[1] else None)
+        return out
+
+    def fulltext_totals(self) -> tuple[tuple[int, int], tuple[int, int]]:
+        """(rows, tokens) of ``memories_fts`` and of ``memories_ctx``, from FTS5's own
+        averages records: the N and the average length its ``bm25()`` uses."""
+        out = []
+        for table in ("memories_fts", "memories_ctx"):
+            row = self._query(f"SELECT block FROM {table}_data WHERE id = 1")
+            out.append(fts5_totals(row[0][0] if row else None))
+        return out[0], out[1]
+
+    def keyword_store_df(self, phrases: Sequence[str], context: bool) -> list[tuple[int, int]]:
+        """Store-wide (own, context) document counts of each phrase (context 0 when not
+        ``context``)."""
+        out = []
+        for phrase in phrases:
+            own = self._query("SELECT COUNT(*) FROM memories_fts WHERE memories_fts MATCH ?",
+                              (phrase,))[0][0]
+            ctx = self._query("SELECT COUNT(*) FROM memories_ctx WHERE memories_ctx MATCH ?",
+                              (phrase,))[0][0] if context else 0
+            out.append((int(own), int(ctx)))
+        return out
+
+    def eligible_among(self, rowids: Sequence[int], flt: SqlFilter) -> set[int]:
+        """Those of ``rowids`` that pass ``flt``."""
+        out: set[int] = set()
+        for chunk in _chunks(list(rowids), 500):
+            marks = ",".join("?" * len(chunk))
+            out.update(int(r[0]) for r in self._query(
+                f"SELECT m.rowid FROM memories m WHERE m.rowid IN ({marks}) AND ({flt.where})",
+                (*chunk, *flt.params)))
+        return out
+
 
 def _matrix(rows: Sequence[sqlite3.Row]) -> tuple[np.ndarray, np.ndarray]:
     ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))

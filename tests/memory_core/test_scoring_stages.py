@@ -84,3 +84,21 @@ def test_stable_block_orders_by_record_time_with_bullets():
 @pytest.mark.parametrize("text,n", [("", 0), ("abcd", 1), ("abcde", 2)])
 def test_token_estimate(text, n):
     assert context.estimate_tokens(text, 4.0) == n
+
+
+def test_shared_permutations_give_datasketchs_own_signature():
+    """Signatures reuse one seeded MinHash's permutations: the values are those a fresh
+    ``MinHash(num_perm, seed=1)`` gives (stored signatures stay comparable)."""
+    import numpy as np
+    from datasketch import MinHash
+
+    from memory_core.config import DedupSpec
+    from memory_core.dedup import shingles
+
+    for num_perm in (16, 64):
+        spec = DedupSpec(num_perm=num_perm)
+        for text in ("Alice moved the red piano", "", "naïve café 42 times", "a b c d e f"):
+            fresh = MinHash(num_perm=num_perm, seed=1)
+            fresh.update_batch(list(shingles(text, spec.shingle_words)))
+            want = np.asarray(fresh.hashvalues, dtype=np.uint64).tobytes()
+            assert minhash_signature(text, spec) == want

@@ -1,0 +1,200 @@
+"""``channels.keyword_index``: the in-memory postings (``memory_core/store/postings.py``) give
+the keyword channel's FTS5 scores exactly, in every mode the channel has, and stay exact as
+memories keep arriving (new turns change their neighbours' contexts)."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+
+import numpy as np
+import pytest
+
+from memory_core import MemoryEngine
+from memory_core.channels import keyword
+from memory_core.config import ChannelsSpec, EngineSpec
+from memory_core.store import SqlFilter
+from memory_core.store.postings import TOKENIZE, Fts5Tokenizer, fts5_totals
+from memory_core.store.schema import SCHEMA
+
+WORDS = ("garden puppy hose weather sister bike shop sold painted running runs ran kayak "
+         "violin café cafe naïve Oscar Caroline Melanie Tuesday lake trip camping pottery "
+         "museum concert guitar kids school job interview adopted chewed moved").split()
+SPACES = ("a", "b", "c")
+FILTERS = (SqlFilter(), SqlFilter("m.user_id IS ?", ("u1",)), SqlFilter("m.rowid % 3 = 0"),
+           SqlFilter("m.memory_type = 'fact' AND m.rowid % 11 != 0"))
+
+
+def _items(rng: random.Random, n: int, sessions: int) -> list[dict]:
+    """Turns in a few sessions, timestamps drawn (some equal, written out of order), two
+    users, and some memories that are not turns (no session)."""
+    out = []
+    for _ in range(n):
+        words = rng.choices(WORDS, k=rng.randint(0 if rng.random() < 0.03 else 1, 12))
+        item = {"content": " ".join(words) or "…", "user_id": rng.choice(("u1", "u2")),
+                "timestamp": f"2024-01-{rng.randint(1, 9):02d}T00:00:{rng.randint(0, 3):02d}Z"}
+        if rng.random() < 0.85:
+            item["session_id"] = f"s{rng.randrange(sessions)}"
+        out.append(item)
+    return out
+
+
+def _engine(hash_embedder, index: str, seed: int = 0, batches: int = 3) -> MemoryEngine:
+    spec = EngineSpec()
+    spec = dataclasses.replace(spec, channels=dataclasses.replace(spec.channels,
+                                                                  keyword_index=index))
+    eng = MemoryEngine.open(":memory:", spec, embedder=hash_embedder)
+    rng = random.Random(seed)
+    for s in SPACES:
+        eng.create_space(s)
+    for _ in range(batches):
+        for s in SPACES:
+            eng.write_many(s, _items(rng, rng.randint(5, 40), sessions=4))
+    return eng
+
+
+def _both(store, space, query, flt, weight, idf, stats):
+    args = (store, space, query, flt, 30, weight, None, idf, 50.0, stats)
+    return keyword.search(*args, index="fts5"), keyword.search(*args, index="postings")
+
+
+def _same(a, b) -> None:
+    assert [c.memory_id for c in b] == [c.memory_id for c in a]
+    assert [c.score for c in b] == pytest.approx([c.score for c in a], rel=1e-9, abs=1e-12)
+
+
+QUERIES = ("Did Caroline's puppy chew the garden hose?", "running with the kids at the lake",
+           "cafe naive concert", "Oscar", "the and of", "museum pottery trip camping job")
+
+
+@pytest.mark.parametrize("idf", ["store", "space"])
+@pytest.mark.parametrize("weight", [0.0, 0.4])
+def test_postings_give_fts5s_scores(hash_embedder, idf, weight):
+    eng = _engine(hash_embedder, "fts5")
+    try:
+        for q in QUERIES:
+            for flt in FILTERS:
+                for space, stats in (("a", ()), ("b", ("a", "b")), ("c", SPACES)):
+                    a, b = _both(eng.store, space, q, flt, weight, idf, stats)
+                    _same(a, b)
+    finally:
+        eng.close()
+
+
+def test_postings_stay_exact_as_turns_arrive(hash_embedder):
+    """Small writes (each turn's neighbours read one by one) and a large one (all at once)
+    between searches: new turns land inside sessions, so older turns' contexts change."""
+    eng = _engine(hash_embedder, "postings", seed=3, batches=1)
+    rng = random.Random(9)
+    try:
+        for step in range(6):
+            n = 6_000 if step == 4 else rng.randint(1, 30)
+            eng.write_many(rng.choice(SPACES), _items(rng, n, sessions=3))
+            for q in QUERIES[:3]:
+                for idf in ("store", "space"):
+                    _same(*_both(eng.store, "a", q, SqlFilter(), 0.4, idf, ()))
+                    _same(*_both(eng.store, "b", q, FILTERS[1], 0.4, idf, SPACES))
+    finally:
+        eng.close()
+
+
+def test_only_one_space_whole_store_drops_weightless_words(hash_embedder):
+    """A word in at least half the rows weighs nothing in FTS5 and is left out of its match
+    (memories holding only it are not listed): the postings do the same."""
+    eng = MemoryEngine.open(":memory:", embedder=hash_embedder)
+    try:
+        eng.create_space("w")
+        eng.write_many("w", [{"content": f"week {i} lamp"} for i in range(10)]
+                       + [{"content": f"week {i} desk" + (" studio" if i < 5 else "")}
+                          for i in range(10)])
+        holders = {m.memory_id for m in eng.iter_memories("w")
+                   if "studio" in m.content or " 3 " in m.content}
+        assert len(holders) == 6
+        for idf in ("store", "space"):
+            # 'week' (20 of 20 rows) and 'lamp' (10 of 20) weigh nothing; 'studio' and '3' do
+            a, b = _both(eng.store, "w", "the studio lamp in week 3", SqlFilter(), 0.0, idf, ())
+            _same(a, b)
+            assert {c.memory_id for c in b} == holders
+    finally:
+        eng.close()
+
+
+def test_a_word_fts5_reads_as_several_tokens_goes_to_fts5(hash_embedder, monkeypatch):
+    eng = _engine(hash_embedder, "fts5", batches=1)
+    try:
+        expected = keyword.search(eng.store, "a", QUERIES[0], SqlFilter(), 30, 0.4,
+                                  idf="space", idf_prior_rows=50, index="fts5")
+        monkeypatch.setattr(eng.store, "query_terms", lambda words: [None] * len(words))
+        got = keyword.search(eng.store, "a", QUERIES[0], SqlFilter(), 30, 0.4,
+                             idf="space", idf_prior_rows=50, index="postings")
+        _same(expected, got)
+        assert eng.store._postings == {}  # never built
+    finally:
+        eng.close()
+
+
+def test_auto_uses_the_postings_from_the_threshold(hash_embedder):
+    eng = _engine(hash_embedder, "fts5", batches=1)
+    try:
+        rows = eng.store.count_memories()
+        for threshold, built in ((rows + 1, False), (rows, True)):
+            keyword.search(eng.store, "a", QUERIES[0], SqlFilter(), 30, 0.4, idf="space",
+                           index="auto", index_threshold=threshold)
+            assert ("a" in eng.store._postings) is built
+    finally:
+        eng.close()
+
+
+def test_the_tokenizer_is_fts5s():
+    assert f"tokenize = '{TOKENIZE}'" in SCHEMA
+    tok = Fts5Tokenizer()
+    assert tok.term_of(["Running", "runs", "café", "Naïve", "ran"]) == [
+        "run", "run", "cafe", "naiv", "ran"]
+    pairs, lengths = tok.counts([(5, "The puppy ran, the puppy ran!"), (9, "...")])
+    assert sorted(pairs) == [("puppi", 5, 2), ("ran", 5, 2), ("the", 5, 2)]
+    assert lengths == {5: 6}
+
+
+def test_averages_record_holds_fts5s_row_and_token_counts(hash_embedder):
+    eng = _engine(hash_embedder, "fts5", batches=1)
+    try:
+        (own_rows, own_tokens), (ctx_rows, _) = eng.store.fulltext_totals()
+        assert own_rows == eng.store.count_memories()
+        assert ctx_rows == eng.store._query("SELECT COUNT(*) FROM memories_ctx")[0][0]
+        index = eng.store.postings("a")
+        others = sum(eng.store.postings(s).length.sum() for s in ("b", "c"))
+        assert own_tokens == pytest.approx(index.length.sum() + others)
+        assert fts5_totals(None) == (0, 0)
+        assert fts5_totals(bytes([0x81, 0x00, 0x05])) == (128, 5)
+    finally:
+        eng.close()
+
+
+def test_context_postings_are_the_neighbours_tokens(hash_embedder):
+    eng = _engine(hash_embedder, "postings", batches=2)
+    try:
+        index = eng.store.postings("a")
+        ctx = {int(r[0]): r[1] for r in eng.store._query("SELECT rowid, context FROM "
+                                                         "memories_ctx")}
+        has = (index.prev >= 0) | (index.next >= 0)
+        assert set(index.rowids[has].tolist()) == {r for r in ctx if r in set(index.rowids)}
+        own = index.hits("garden")
+        assert own is not None
+        got = index.context_hits(own)
+        counted = {int(index.rowids[p]): tf for p, tf in zip(got.pos, got.tf, strict=True)}
+        tok = Fts5Tokenizer()
+        pairs, _ = tok.counts([(r, text) for r, text in ctx.items() if r in set(index.rowids)])
+        want = {r: n for term, r, n in pairs if term == "garden"}
+        assert counted == want
+        assert np.all(np.diff(got.pos) > 0)
+    finally:
+        eng.close()
+
+
+def test_config_checks_the_choice():
+    with pytest.raises(ValueError, match="keyword_index"):
+        ChannelsSpec(keyword_index="bm25s")
+    with pytest.raises(ValueError, match="keyword_index_threshold"):
+        ChannelsSpec(keyword_index_threshold=-1)
+    with pytest.raises(ValueError, match="index must be"):
+        keyword.search(None, "a", "q", SqlFilter(), 5, index="elastic")  # type: ignore[arg-type]
