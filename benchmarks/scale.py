@@ -187,6 +187,8 @@ def one_size(n: int, args: argparse.Namespace, work: Path) -> dict[str, Any]:
             t0 = time.perf_counter()
             eng.flush()
             save_s = round(time.perf_counter() - t0, 3)
+        if reuse:
+            eng._components.dense.prepare(SPACE)  # loaded from its file, as a write would
         kind = file_kind(eng._components.dense._indexes[SPACE])
     if not reuse:
         (store_dir / "DONE").write_text(f"{n}\n")

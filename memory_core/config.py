@@ -113,9 +113,10 @@ class ChannelsSpec:
     # keyword: where BM25 is computed (channels/keyword.py): "fts5" in SQLite, "postings" from
     # in-memory postings of the searched spaces (store/postings.py; the same scores), "auto"
     # postings once the store holds keyword_index_threshold memories (FTS5 scores every
-    # matching row of the store; the threshold from benchmarks/scale.py)
+    # matching row of the store). benchmarks/scale.py, keyword alone, p50 FTS5 / postings:
+    # 1k 0.6 / 0.4 ms, 3k 1.2 / 0.5, 10k 6.9 / 1.0, 100k 68 / 1.9, 1M 541 / 9.7
     keyword_index: str = "auto"
-    keyword_index_threshold: int = 20_000
+    keyword_index_threshold: int = 1_000
 
     def __post_init__(self) -> None:
         w = self.keyword_context_weight
