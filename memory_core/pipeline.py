@@ -37,6 +37,7 @@ from memory_core.errors import ErrorCode, MemoryCoreError
 from memory_core.expand import split_subjects
 from memory_core.filters.compile import compile_filter
 from memory_core.fusion.rrf import rrf
+from memory_core.query_adapter import QueryAdapter
 from memory_core.receipts import budget_drops, cut_limit, cut_min_score
 from memory_core.rerank.cross_encoder import Reranker
 from memory_core.rerank.stacked import RelevanceModel
@@ -75,6 +76,7 @@ class Components:
     reranker: Reranker | None = None  # the cross-encoder (scorer, or a stacked feature)
     clock: times.Clock = times.system_clock  # "now" when a request has no query_timestamp
     scorer: RelevanceModel | None = None  # accurate mode's stacked model (rerank.scorer=stacked)
+    query_adapter: QueryAdapter | None = None  # channels.query_adapter, loaded by the engine
 
 
 @dataclass(frozen=True)
@@ -122,6 +124,8 @@ def run(comp: Components, request: RetrieveRequest, space_ids: Sequence[str], *,
     if subjects is None:
         subjects = split_subjects(request.query) if request.expand_query else ()
     vectors = comp.embedder.embed([request.query, *subjects])
+    if comp.query_adapter is not None:  # the query side only (memory_core/query_adapter.py)
+        vectors = comp.query_adapter.apply(vectors)
     query_vec = vectors[0]
     # query_timestamp moves "now" for the query's relative dates; it removes nothing
     now = (times.parse_instant(request.query_timestamp, "query_timestamp")
