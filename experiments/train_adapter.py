@@ -86,6 +86,10 @@ class AdapterRecipe:
     batch_size: int = 64
     hard_negatives: int = 8
     hard_pool: int = 30
+    # hard negatives only among turns with a gold turn's speaker prefix ("user:" in
+    # LongMemEval): the role then tells gold from negative nowhere, so W cannot learn a role
+    # prior ("evidence is in user turns") that no other data set shares
+    same_speaker_negatives: bool = False
     heldout_fraction: float = 0.25
     sources: tuple[str, ...] = ("longmemeval_oracle", "synthetic")
 
@@ -108,6 +112,7 @@ class Corpus:
     queries: np.ndarray
     memories: np.ndarray
     questions: tuple[Question, ...]
+    speakers: tuple[str, ...] = ()  # per memory row: its text's speaker prefix ("" if none)
 
 
 def build_corpus(datasets: Sequence[tuple[str, Dataset]], embedder: Embedder,
@@ -138,7 +143,20 @@ def build_corpus(datasets: Sequence[tuple[str, Dataset]], embedder: Embedder,
             questions.append(Question(f"{source}/{q.query_id}", source, len(texts), gold,
                                       tuple(rows_of_space[q.gold_space])))
             texts.append(q.text)
-    return Corpus(embedder.embed(texts), embedder.embed(mem_texts), tuple(questions))
+    return Corpus(embedder.embed(texts), embedder.embed(mem_texts), tuple(questions),
+                  tuple(speaker_of(t) for t in mem_texts))
+
+
+def speaker_of(text: str) -> str:
+    """The speaker prefix of a turn (``"user"`` of ``"user: I ..."``), ``""`` when none: a
+    first word of at most 3 words' length ending in a colon.
+
+    Example:
+        >>> speaker_of("user: hi"), speaker_of("Caroline: hey"), speaker_of("no prefix here")
+        ('user', 'Caroline', '')
+    """
+    head, sep, _ = text.partition(": ")
+    return head if sep and 0 < len(head.split()) <= 3 and len(head) <= 40 else ""
 
 
 def split_questions(questions: Sequence[Question], fraction: float, seed: int
@@ -155,11 +173,17 @@ def split_questions(questions: Sequence[Question], fraction: float, seed: int
     return train, heldout
 
 
-def hard_pools(corpus: Corpus, questions: Sequence[Question], depth: int) -> list[np.ndarray]:
-    """Per question, the ``depth`` non-gold haystack rows nearest the plain query vector."""
+def hard_pools(corpus: Corpus, questions: Sequence[Question], depth: int,
+               same_speaker: bool = False) -> list[np.ndarray]:
+    """Per question, the ``depth`` non-gold haystack rows nearest the plain query vector
+    (with ``same_speaker``, only rows whose speaker prefix a gold row of it has)."""
     out = []
     for q in questions:
-        rows = np.array([r for r in q.haystack if r not in set(q.gold)], dtype=np.int64)
+        gold = set(q.gold)
+        speakers = {corpus.speakers[g] for g in gold} if same_speaker else set()
+        rows = np.array([r for r in q.haystack if r not in gold
+                         and (not same_speaker or corpus.speakers[r] in speakers)],
+                        dtype=np.int64)
         if rows.size == 0:
             out.append(rows)
             continue
@@ -177,7 +201,7 @@ def train_matrix(corpus: Corpus, questions: Sequence[Question], recipe: AdapterR
     rng = np.random.default_rng(recipe.seed)
     d = corpus.memories.shape[1]
     pairs = [(i, g) for i, q in enumerate(questions) for g in q.gold]
-    pools = hard_pools(corpus, questions, recipe.hard_pool)
+    pools = hard_pools(corpus, questions, recipe.hard_pool, recipe.same_speaker_negatives)
     queries = torch.from_numpy(corpus.queries)
     memories = torch.from_numpy(corpus.memories)
     eye = torch.eye(d)
@@ -377,7 +401,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
             p.add_argument("--sources", default=",".join(defaults.sources))
             continue
         value = getattr(defaults, field.name)
-        p.add_argument(f"--{field.name.replace('_', '-')}", type=type(value), default=value)
+        flag = f"--{field.name.replace('_', '-')}"
+        if isinstance(value, bool):
+            p.add_argument(flag, action=argparse.BooleanOptionalAction, default=value)
+        else:
+            p.add_argument(flag, type=type(value), default=value)
     p.add_argument("--data-dir", default=os.environ.get("MEMORY_CORE_DATA_DIR"))
     p.add_argument("--no-eval-s", action="store_true", help="skip the LongMemEval S evaluation")
     p.add_argument("--no-progress", action="store_true")

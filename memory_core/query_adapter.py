@@ -25,8 +25,8 @@ other value is a file path.
 Example:
     >>> import numpy as np
     >>> adapter = QueryAdapter(np.eye(2, dtype=np.float32), "eye", "0" * 64)
-    >>> adapter.apply(np.array([[3.0, 4.0]], dtype=np.float32)).round(2).tolist()
-    [[0.6, 0.8]]
+    >>> [round(float(x), 2) for x in adapter.apply(np.array([[3.0, 4.0]], dtype=np.float32))[0]]
+    [0.6, 0.8]
 """
 
 from __future__ import annotations

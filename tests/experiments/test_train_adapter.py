@@ -87,3 +87,23 @@ def test_run_refuses_data_without_gold(tmp_path, hash_embedder):
     with pytest.raises(ValueError, match="no training question"):
         run(AdapterRecipe(epochs=1), tmp_path / "x", data_dir=None, eval_s=False,
             progress=False, embedder=hash_embedder, datasets=[("synthetic", empty)])
+
+
+def test_same_speaker_negatives_keep_the_gold_speaker_only():
+    from experiments.train_adapter import hard_pools
+
+    mem = np.eye(4, dtype=np.float32)
+    corpus = Corpus(np.ones((1, 4), np.float32) / 2, mem,
+                    (Question("t/0", "t", 0, (0,), (0, 1, 2, 3)),),
+                    ("user", "assistant", "user", "assistant"))
+    assert sorted(hard_pools(corpus, corpus.questions, 10)[0].tolist()) == [1, 2, 3]
+    assert hard_pools(corpus, corpus.questions, 10, same_speaker=True)[0].tolist() == [2]
+
+
+@pytest.mark.parametrize("module", ("experiments.train_adapter", "memory_core.query_adapter"))
+def test_doctests_pass(module):
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(module))
+    assert result.attempted > 0 and result.failed == 0
