@@ -25,7 +25,7 @@ import polars as pl
 
 from experiments.compare import holm
 from experiments.stats import PairedResult, paired_test
-from memory_core.query_adapter import PACKAGED_DIR
+from memory_core.channels.query_adapter import PACKAGED_DIR
 
 PREFIX = "longmemeval_oracle/"
 

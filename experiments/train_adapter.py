@@ -4,8 +4,8 @@
     python -m experiments.train_adapter --rank 0 --reg 0.1    # full-rank, weaker pull to I
     python -m experiments.train_adapter --out /tmp/a --no-eval-s
 
-The adapter (:mod:`memory_core.query_adapter`) is a matrix ``W = I + U Vᵀ`` (``--rank r``; rank
-0: a full ``d x d`` residual) applied to the question's MiniLM vector only,
+The adapter (:mod:`memory_core.channels.query_adapter`) is a matrix ``W = I + U Vᵀ``
+(``--rank r``; rank 0: a full ``d x d`` residual) applied to the question's MiniLM vector only,
 ``q' = W q / ||W q||``; stored turn vectors never change.
 
 1. **Data** (the harness's loaders; LoCoMo is never loaded: it is the set the adapter is
@@ -31,8 +31,9 @@ The adapter (:mod:`memory_core.query_adapter`) is a matrix ``W = I + U Vᵀ`` (`
    S subset (never trained on). They go into the card with the data sha256s, split, seed and
    the command.
 
-Writes ``<out>.npz`` (:func:`memory_core.query_adapter.save_query_adapter`), ``<out>.card.json``
-and ``<out>.md``. Embeddings come from the engine's embedder and its on-disk cache.
+Writes ``<out>.npz`` (:func:`memory_core.channels.query_adapter.save_query_adapter`),
+``<out>.card.json`` and ``<out>.md``. Embeddings come from the engine's embedder and its
+on-disk cache.
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ from experiments.data.schema import Dataset
 from experiments.rerank_data import EVALUATED_WORLD_TOPICS, TRAIN_WORLD
 from memory_core.config import EmbedSpec
 from memory_core.embed import Embedder, build_embedder
-from memory_core.query_adapter import PACKAGED_DIR, matrix_sha256, save_query_adapter
+from memory_core.channels.query_adapter import PACKAGED_DIR, matrix_sha256, save_query_adapter
 
 log = logging.getLogger(__name__)
 
@@ -324,7 +325,8 @@ def card_markdown(card: dict[str, Any]) -> str:
     """The human-readable model card."""
     lines = [f"# Query adapter `{card['name']}`", "",
              "A linear map on the dense channel's query vector (`channels.query_adapter="
-             f"packaged:{card['name']}`; memory_core/query_adapter.py). Regenerate with:", "",
+             f"packaged:{card['name']}`; memory_core/channels/query_adapter.py). "
+             "Regenerate with:", "",
              f"    {card['command']}", "",
              f"- file: `{card['file']}`, sha256 `{card['sha256']}`",
              f"- matrix sha256 `{card['matrix_sha256']}`; ||W - I||_F = "

@@ -20,11 +20,11 @@ from memory_core import access, index_files, pipeline, reads
 from memory_core.access import Role
 from memory_core.cache import ResponseCache, TraceLog
 from memory_core.channels.dense import DenseIndex
+from memory_core.channels.query_adapter import adapter_from_ref
 from memory_core.config import EngineSpec, RoutingSpec
 from memory_core.embed import Embedder, build_embedder
 from memory_core.engine_routing import RoutePlanner
 from memory_core.errors import MemoryCoreError, invalid, not_found
-from memory_core.query_adapter import adapter_from_ref
 from memory_core.receipts import Receipt
 from memory_core.redact import Redactor
 from memory_core.rerank.cross_encoder import CrossEncoderReranker, Reranker

@@ -29,6 +29,7 @@ from typing import Any
 from memory_core import context as blocks
 from memory_core import escalation, results, scoring, search, times
 from memory_core.channels.dense import DenseIndex
+from memory_core.channels.query_adapter import QueryAdapter
 from memory_core.config import EngineSpec
 from memory_core.context_hits import gather_context_hits
 from memory_core.dedup import collapse_duplicates, prefer_observations
@@ -37,7 +38,6 @@ from memory_core.errors import ErrorCode, MemoryCoreError
 from memory_core.expand import split_subjects
 from memory_core.filters.compile import compile_filter
 from memory_core.fusion.rrf import rrf
-from memory_core.query_adapter import QueryAdapter
 from memory_core.receipts import budget_drops, cut_limit, cut_min_score
 from memory_core.rerank.cross_encoder import Reranker
 from memory_core.rerank.stacked import RelevanceModel
@@ -124,7 +124,7 @@ def run(comp: Components, request: RetrieveRequest, space_ids: Sequence[str], *,
     if subjects is None:
         subjects = split_subjects(request.query) if request.expand_query else ()
     vectors = comp.embedder.embed([request.query, *subjects])
-    if comp.query_adapter is not None:  # the query side only (memory_core/query_adapter.py)
+    if comp.query_adapter is not None:  # the query side only (channels/query_adapter.py)
         vectors = comp.query_adapter.apply(vectors)
     query_vec = vectors[0]
     # query_timestamp moves "now" for the query's relative dates; it removes nothing

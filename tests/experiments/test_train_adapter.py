@@ -11,7 +11,7 @@ import pytest
 from experiments.data.synthetic import generate_world, tiny_spec
 from experiments.train_adapter import (AdapterRecipe, Corpus, Question, evaluate, run,
                                        split_questions, train_matrix)
-from memory_core.query_adapter import load_query_adapter
+from memory_core.channels.query_adapter import load_query_adapter
 
 
 def _rotated_corpus(n: int = 40, d: int = 16, seed: int = 0) -> Corpus:
@@ -100,7 +100,8 @@ def test_same_speaker_negatives_keep_the_gold_speaker_only():
     assert hard_pools(corpus, corpus.questions, 10, same_speaker=True)[0].tolist() == [2]
 
 
-@pytest.mark.parametrize("module", ("experiments.train_adapter", "memory_core.query_adapter"))
+@pytest.mark.parametrize("module", ("experiments.train_adapter",
+                                    "memory_core.channels.query_adapter"))
 def test_doctests_pass(module):
     import doctest
     import importlib

@@ -1,5 +1,5 @@
-"""The dense channel's query adapter (memory_core/query_adapter.py): loading, checks, and that
-it moves the query vector only."""
+"""The dense channel's query adapter (memory_core/channels/query_adapter.py): loading, checks,
+and that it moves the query vector only."""
 
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ import pytest
 
 from memory_core import MemoryCoreError, MemoryEngine
 from memory_core.config import ChannelsSpec, EngineSpec
-from memory_core.query_adapter import (FORMAT, PACKAGED_DIR, QueryAdapter, load_query_adapter,
-                                       matrix_sha256, resolve_adapter_path, save_query_adapter)
+from memory_core.channels.query_adapter import (FORMAT, PACKAGED_DIR, QueryAdapter,
+                                                load_query_adapter, matrix_sha256,
+                                                resolve_adapter_path, save_query_adapter)
 
 DIM = 64  # the hash embedder's
 
@@ -156,3 +157,21 @@ def test_committed_adapter_matches_its_card(card_path):
     assert card["command"].startswith("python -m experiments.train_adapter")
     assert card["split"]["heldout_questions"] > 0
     assert (PACKAGED_DIR / f"{card['name']}.md").is_file()
+
+
+def test_the_experiment_config_carries_the_setting_and_the_default_is_off():
+    from pathlib import Path
+
+    from hydra import compose, initialize_config_dir
+
+    from experiments.config import engine_spec
+
+    conf = Path(__file__).resolve().parents[2] / "conf"
+    tiny = ["data=synthetic_tiny", "paths.output_dir=/unused", "paths.root_dir=/unused"]
+    with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
+        on = compose(config_name="config",
+                     overrides=[*tiny, "channels.query_adapter=packaged:minilm_lme"])
+        off = compose(config_name="config", overrides=tiny)
+    assert engine_spec(on).channels.query_adapter == "packaged:minilm_lme"
+    assert engine_spec(off).channels.query_adapter is None
+    assert EngineSpec().channels.query_adapter is None

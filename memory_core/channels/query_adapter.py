@@ -13,10 +13,13 @@ technical report, 2024), kept close to the identity by a penalty on ``||W - I||_
 training.
 
 Where it applies (``channels.query_adapter``): the retrieval query vector computed in
-:func:`memory_core.pipeline.retrieve` (the dense channel, the temporal channel's cosine order,
-and escalation's rewritten vector, which starts from it). Routing (``route="auto"``) embeds the
-query on its own and does **not** use the adapter: the description router compares the question
-with space descriptions, which the adapter was not trained for.
+:func:`memory_core.pipeline.run` (the dense channel, the temporal channel's cosine order,
+and escalation's rewritten vector, which starts from it; every subject of ``expand_query``).
+Routing (``route="auto"``) embeds the query on its own and does **not** use the adapter: the
+description router compares the question with space descriptions, and the evidence router's
+probe of each space is part of choosing spaces, neither of which the adapter was trained for.
+The retrieval of a routed read, once the spaces are chosen, goes through the pipeline and is
+adapted like an addressed one.
 
 File format: a NumPy ``.npz`` (no pickles) holding ``format`` (:data:`FORMAT`) and ``matrix``
 (``float32``, ``d x d``). ``packaged:<name>`` names ``memory_core/adapters/<name>.npz``; any
@@ -40,9 +43,9 @@ import numpy as np
 
 from memory_core.errors import MemoryCoreError, invalid
 
-FORMAT = "memory_core.query_adapter/1"
+FORMAT = "memory_core.query_adapter/1"  # the file format tag (not a module path)
 PACKAGED_PREFIX = "packaged:"
-PACKAGED_DIR = Path(__file__).resolve().parent / "adapters"
+PACKAGED_DIR = Path(__file__).resolve().parents[1] / "adapters"
 # the smallest singular value a loadable matrix may have: W q can then never vanish for a unit
 # q, so the normalisation in apply() needs no fallback (a trained adapter is near the identity)
 MIN_SINGULAR_VALUE = 1e-3
