@@ -51,6 +51,11 @@ class ChannelsSpec:
     dense: bool = True
     keyword: bool = True
     dense_pool: int = 50
+    # a learned linear map on the retrieval query vector only (stored vectors unchanged):
+    # None (off), a .npz path or "packaged:<name>" (memory_core/adapters/); a read-time setting,
+    # so a store is reusable with or without it. See memory_core/channels/query_adapter.py; off by
+    # default (measured: memory_core/adapters/README.md)
+    query_adapter: str | None = None
     keyword_pool: int = 50
     # temporal: eligible memories whose event time (fallback: timestamp) falls in the window the
     # query names, ranked by cosine similarity; no window named, no list (it removes nothing)

@@ -20,6 +20,7 @@ from memory_core import access, index_files, pipeline, reads
 from memory_core.access import Role
 from memory_core.cache import ResponseCache, TraceLog
 from memory_core.channels.dense import DenseIndex
+from memory_core.channels.query_adapter import adapter_from_ref
 from memory_core.config import EngineSpec, RoutingSpec
 from memory_core.embed import Embedder, build_embedder
 from memory_core.engine_routing import RoutePlanner
@@ -56,8 +57,11 @@ class MemoryEngine:
         self.rerank_unavailable = accurate_unavailable(spec, reranker, scorer,
                                                        rerank_unavailable)
         self.redactor = Redactor.from_spec(spec.redact)  # a bad pattern fails here, at start
+        # channels.query_adapter: a missing or bad file is a 422 here, at open, never skipped
+        self.query_adapter = adapter_from_ref(spec.channels.query_adapter, embedder.dim)
         self._components = pipeline.Components(store, dense, embedder, spec, reranker,
-                                               clock=clock, scorer=scorer)
+                                               clock=clock, scorer=scorer,
+                                               query_adapter=self.query_adapter)
         # route="auto": the injected router, else the one spec.routing names
         self.router = router if router is not None else build_router(spec.routing, embedder)
         self.cache = ResponseCache(spec.cache)  # tier "cache" (memory_core/cache.py)
@@ -393,6 +397,8 @@ class MemoryEngine:
                     else {"unavailable": self.rerank_unavailable or
                           "unused (rerank.scorer=stacked without the cross-encoder feature)"})
         out = {"embedder": self.embedder.identity(), "reranker": reranker}
+        if self.query_adapter is not None:
+            out["query_adapter"] = self.query_adapter.identity()
         if self.spec.rerank.scorer == "stacked":
             out["scorer"] = (self.scorer.identity() if self.scorer is not None
                              else {"unavailable": self.rerank_unavailable})

@@ -29,6 +29,7 @@ from typing import Any
 from memory_core import context as blocks
 from memory_core import escalation, results, scoring, search, times
 from memory_core.channels.dense import DenseIndex
+from memory_core.channels.query_adapter import QueryAdapter
 from memory_core.config import EngineSpec
 from memory_core.context_hits import gather_context_hits
 from memory_core.dedup import collapse_duplicates, prefer_observations
@@ -75,6 +76,7 @@ class Components:
     reranker: Reranker | None = None  # the cross-encoder (scorer, or a stacked feature)
     clock: times.Clock = times.system_clock  # "now" when a request has no query_timestamp
     scorer: RelevanceModel | None = None  # accurate mode's stacked model (rerank.scorer=stacked)
+    query_adapter: QueryAdapter | None = None  # channels.query_adapter, loaded by the engine
 
 
 @dataclass(frozen=True)
@@ -122,6 +124,8 @@ def run(comp: Components, request: RetrieveRequest, space_ids: Sequence[str], *,
     if subjects is None:
         subjects = split_subjects(request.query) if request.expand_query else ()
     vectors = comp.embedder.embed([request.query, *subjects])
+    if comp.query_adapter is not None:  # the query side only (channels/query_adapter.py)
+        vectors = comp.query_adapter.apply(vectors)
     query_vec = vectors[0]
     # query_timestamp moves "now" for the query's relative dates; it removes nothing
     now = (times.parse_instant(request.query_timestamp, "query_timestamp")
