@@ -1,9 +1,14 @@
 """Keyword channel: BM25 through SQLite FTS5 (porter stemming, unicode61 tokens).
 
-Why FTS5 rather than an in-memory BM25 library: the filter is compiled into the same SQL
-statement as the match (an excluded memory never takes a slot), the index is updated in the
-write transaction (never stale, nothing to rebuild on open), and it needs no second copy of
-the corpus in memory. ``benchmarks/perf.py`` reports its latency beside the dense channel.
+FTS5 holds the full-text index: the filter goes into the same SQL statement as the match (an
+excluded memory never takes a slot), the index is written in the write transaction, and
+nothing needs rebuilding on open. Its cost grows with the *store*, though: it scores every
+row holding a query word before the space and the filter apply. So from
+``channels.keyword_index_threshold`` memories the scores come from in-memory postings of the
+searched spaces instead (:func:`postings_scores`, :mod:`memory_core.store.postings`): FTS5's
+numbers bit for bit, read in one snapshot of the store, at the price of a second copy of the
+space's postings in memory, built on a space's first search. ``benchmarks/perf.py`` and
+``benchmarks/scale.py`` report its latency.
 
 The query becomes an OR of its quoted content words, so any shared word can match and BM25's
 IDF weighs them (FTS5's ``bm25()`` uses k1=1.2, b=0.75).
@@ -25,7 +30,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from memory_core.store import SqlFilter, Store, memory_id_of
-from memory_core.store.postings import bm25_part
+from memory_core.store.postings import PostingState, TermHits, bm25_part
 from memory_core.types import Candidate, Channel, frozen_map
 
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
@@ -73,6 +78,7 @@ def space_common_words(store: Store, space_id: str, words: list[str], df_max: fl
 
 IDF_CHOICES = ("store", "space")
 INDEX_CHOICES = ("auto", "fts5", "postings")
+_SNAPSHOT_TRIES = 3  # refreshes tried before writes landing meanwhile hand a search to FTS5
 
 
 def fts5_idf(rows: float, df: float) -> float:
@@ -184,27 +190,50 @@ def postings_scores(store: Store, space_id: str, words: list[str], flt: SqlFilte
     ``fts5_stats``: IDF from the store-wide counts, with the words FTS5 weighs at its floor
     left out as :func:`search` does; else the IDF of ``spaces``' union smoothed with
     ``prior_rows`` (:func:`space_idf_scores`). Store-wide counts come from FTS5 (one
-    ``COUNT`` per word and table) unless ``spaces`` hold the whole store.
+    ``COUNT`` per word and table, kept until a write) unless ``spaces`` hold the whole store.
+    The postings, FTS5's totals and those counts are read in one snapshot of the store, and
+    every score is computed with FTS5's own operations in FTS5's order (its ``bm25()`` sums
+    the words in query order; the FTS5 paths then add the context's sum times its weight, or
+    sum each word's score times its re-weighing factor), so equal scores stay equal and ties
+    break the same way.
     """
     terms = store.query_terms(words)
     if any(t is None for t in terms):
         return None
-    indexes = [store.postings(s) for s in spaces]
-    target = indexes[spaces.index(space_id)]
+    for _ in range(_SNAPSHOT_TRIES):
+        # each refresh reads in a snapshot of its own (lock order: the index's, then the
+        # store's); the totals and counts below must be read at those same versions
+        states = [store.postings(s) for s in spaces]
+        with store.read_snapshot():
+            if all(store.space_version(s) == st.version
+                   for s, st in zip(spaces, states, strict=True)):
+                return _postings_scores(store, space_id, words, terms, flt, depth,
+                                        context_weight, fts5_stats, prior_rows, spaces, states)
+    return None  # writes kept landing between the refresh and the counts: FTS5 answers
+
+
+def _postings_scores(store: Store, space_id: str, words: list[str], terms: list[str | None],
+                     flt: SqlFilter, depth: int, context_weight: float, fts5_stats: bool,
+                     prior_rows: float, spaces: Sequence[str], states: list[PostingState]
+                     ) -> list[tuple[int, float]]:
+    """:func:`postings_scores` once the states are current, inside the store's snapshot."""
     (own_rows, own_tokens), (ctx_rows, ctx_tokens) = store.fulltext_totals()
     context = context_weight > 0.0
-    # per word: (own hits in the target space, context hits there, union dfs own / context)
-    own_hits, ctx_hits, space_df = [], [], []
+    target = states[spaces.index(space_id)]
+    # per word: the target's own and context hits, and the union's dfs (own, context)
+    own_hits: list[TermHits | None] = []
+    ctx_hits: list[TermHits | None] = []
+    space_df: list[tuple[int, int]] = []
     for term in terms:
         assert term is not None
-        per = [(ix.hits(term), ix) for ix in indexes]
-        ctx = [ix.context_hits(h) if context and h is not None else None for h, ix in per]
+        per = [(st.hits(term), st) for st in states]
+        ctx = [st.context_hits(h) if context and h is not None else None for h, st in per]
         space_df.append((sum(len(h.pos) for h, _ in per if h is not None),
                          sum(len(c.pos) for c in ctx if c is not None)))
         own_hits.append(per[spaces.index(space_id)][0])
         ctx_hits.append(ctx[spaces.index(space_id)])
-    union_rows = sum(ix.size for ix in indexes)
-    union_ctx = sum(ix.context_rows() for ix in indexes) if context else 0
+    union_rows = sum(st.size for st in states)
+    union_ctx = sum(st.linked for st in states) if context else 0
     if union_rows == own_rows and (not context or union_ctx == ctx_rows):
         store_df = space_df  # the read's spaces are the store
     else:
@@ -218,32 +247,43 @@ def postings_scores(store: Store, space_id: str, words: list[str], flt: SqlFilte
 
         keep = [i for i in keep if not (weightless(store_df[i][0], half_own) and (
             not context or weightless(store_df[i][1], half_ctx)))] or keep
-    pos_parts: list[np.ndarray] = []
-    score_parts: list[np.ndarray] = []
+    own_pos: list[np.ndarray] = []
+    own_val: list[np.ndarray] = []
+    ctx_pos: list[np.ndarray] = []
+    ctx_val: list[np.ndarray] = []
     for i in keep:
         own, ctx = own_hits[i], ctx_hits[i]
         if own is not None:
-            if fts5_stats:
-                w_idf = fts5_idf(own_rows, store_df[i][0])
-            else:
-                w_idf = fts5_idf(union_rows + prior_rows,
-                                 space_df[i][0] + prior_rows * store_df[i][0] / own_rows)
-            pos_parts.append(own.pos)
-            score_parts.append(w_idf * bm25_part(own.tf, target.length[own.pos],
-                                                 own_tokens / own_rows))
+            idf = fts5_idf(own_rows, store_df[i][0])
+            score = idf * bm25_part(own.tf, target.length[own.pos], own_tokens / own_rows)
+            if not fts5_stats:  # space_idf_scores' re-weighing of the one-word FTS5 score
+                score = score * (1.0 * fts5_idf(union_rows + prior_rows, space_df[i][0]
+                                                + prior_rows * store_df[i][0] / own_rows) / idf)
+            own_pos.append(own.pos)
+            own_val.append(score)
         if ctx is not None and len(ctx.pos):
-            if fts5_stats:
-                c_idf = fts5_idf(ctx_rows, store_df[i][1])
-            else:
-                c_idf = fts5_idf(union_ctx + prior_rows,
-                                 space_df[i][1] + prior_rows * store_df[i][1] / ctx_rows)
-            pos_parts.append(ctx.pos)
-            score_parts.append(context_weight * c_idf * bm25_part(
-                ctx.tf, target.context_length(ctx.pos), ctx_tokens / ctx_rows))
-    if not pos_parts:
+            idf = fts5_idf(ctx_rows, store_df[i][1])
+            score = idf * bm25_part(ctx.tf, target.context_length(ctx.pos), ctx_tokens / ctx_rows)
+            if not fts5_stats:
+                score = score * (context_weight * fts5_idf(
+                    union_ctx + prior_rows, space_df[i][1]
+                    + prior_rows * store_df[i][1] / ctx_rows) / idf)
+            ctx_pos.append(ctx.pos)
+            ctx_val.append(score)
+    if not own_pos and not ctx_pos:
         return []
-    pos = np.concatenate(pos_parts)
-    total = np.bincount(pos, weights=np.concatenate(score_parts), minlength=target.size)
+    # np.bincount adds each row's values in array order: FTS5's order, words as queried
+    pos = np.concatenate(own_pos + ctx_pos)
+    if fts5_stats:  # bm25(own) + w * bm25(context), each a sum over the words
+        total = np.bincount(np.concatenate(own_pos or [pos[:0]]),
+                            weights=np.concatenate(own_val or [np.zeros(0)]),
+                            minlength=target.size)
+        if ctx_pos:
+            total = total + context_weight * np.bincount(
+                np.concatenate(ctx_pos), weights=np.concatenate(ctx_val), minlength=target.size)
+    else:  # one sum over the words' re-weighed scores, own text first, then contexts
+        total = np.bincount(pos, weights=np.concatenate(own_val + ctx_val),
+                            minlength=target.size)
     held = np.zeros(target.size, dtype=bool)
     held[pos] = True
     cand = np.flatnonzero(held)
@@ -258,6 +298,7 @@ def _top_eligible(store: Store, space_id: str, rowids: np.ndarray, scores: np.nd
     m = depth if flt.is_trivial else 4 * depth
     checked = 0
     found: list[tuple[int, float]] = []
+    every: set[int] | None = None  # the space's eligible rows, once read
     while True:
         if m < len(scores):
             kth = np.partition(scores, len(scores) - m)[len(scores) - m]
@@ -269,7 +310,9 @@ def _top_eligible(store: Store, space_id: str, rowids: np.ndarray, scores: np.nd
             return [(int(rowids[j]), float(scores[j])) for j in order[:depth]]
         fresh = order[checked:]
         if m > 64 * depth:
-            ok = set(store.eligible_rowids(space_id, flt).tolist())
+            if every is None:
+                every = set(store.eligible_rowids(space_id, flt).tolist())
+            ok = every
         else:
             ok = store.eligible_among([int(r) for r in rowids[fresh]], flt)
         found.extend((int(rowids[j]), float(scores[j])) for j in fresh if int(rowids[j]) in ok)

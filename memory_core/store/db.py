@@ -80,6 +80,23 @@ class Database:
                 raise
             self._conn.execute("COMMIT")
 
+    @contextmanager
+    def read_snapshot(self) -> Iterator[None]:
+        """The reads inside see one state of the file (a read transaction: WAL keeps it while
+        other connections write) and no write of this store interleaves (the lock is held).
+        Within a transaction already open, it is that one's."""
+        with self._lock, self._translated():
+            if self._conn.in_transaction:
+                yield
+                return
+            self._conn.execute("BEGIN")
+            try:
+                yield
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
+
     def _query(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
         with self._lock, self._translated():
             return self._conn.execute(sql, tuple(params)).fetchall()

@@ -22,17 +22,21 @@ It reproduces FTS5's numbers, not an approximation of them:
   position arrays (``prev``, ``next``).
 
 Freshness: memories are only ever added, each write moving its spaces' versions. A refresh
-(on every search whose space version moved) tokenizes the rows written since, appends their
-postings, and re-reads the neighbours of the new turns (whose contexts the write changed).
+(on every search whose space version moved) reads, in one snapshot of the store, the rows
+written since and the neighbours of the new turns (whose contexts the write changed), then
+tokenizes them outside it and publishes a new immutable :class:`PostingState`: a search reads
+one state whole, whatever writers or other searches do meanwhile.
 """
 
 from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from typing import Protocol
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager as ContextManager
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -67,9 +71,8 @@ class Fts5Tokenizer:
                 pairs = db.execute("SELECT term, doc, COUNT(*) FROM v GROUP BY term, doc"
                                    ).fetchall()
                 lengths = dict(db.execute("SELECT doc, COUNT(*) FROM v GROUP BY doc").fetchall())
-                db.execute("INSERT INTO t(t) VALUES ('delete-all')")
             finally:
-                db.execute("COMMIT")
+                db.execute("ROLLBACK")  # the table is scratch: nothing it held stays
         return pairs, lengths
 
     def term_of(self, words: Sequence[str]) -> list[str | None]:
@@ -90,7 +93,7 @@ class Fts5Tokenizer:
 
 
 class PostingSource(Protocol):
-    """What a :class:`PostingIndex` reads from the store (``SearchQueries`` provides it)."""
+    """What a refresh reads from the store, all in one read snapshot (``SearchQueries``)."""
 
     def space_version(self, space_id: str) -> int: ...
 
@@ -106,135 +109,54 @@ class PostingSource(Protocol):
 class TermHits:
     """One term's postings in the space: positions (ascending) and counts."""
 
-    pos: np.ndarray  # int64 positions into PostingIndex.rowids
+    pos: np.ndarray  # int64 positions into PostingState.rowids
     tf: np.ndarray   # float64 counts
 
 
-class PostingIndex:
-    """BM25 postings of one space's own texts and the neighbour links of its turns."""
+@dataclass(frozen=True)
+class Delta:
+    """What a refresh read from the store in one snapshot: the space's version, its rows
+    written since, and the turn links to set (every turn's, in conversation order, when
+    ``bulk``; else each new turn's neighbours)."""
 
-    def __init__(self, space_id: str, tokenizer: Fts5Tokenizer):
-        self.space_id = space_id
-        self.tokenizer = tokenizer
-        self.version = -1
-        self.rowids = np.zeros(0, dtype=np.int64)
-        self.length = np.zeros(0, dtype=np.float64)
-        self.prev = np.zeros(0, dtype=np.int64)  # position of the turn before, -1: none
-        self.next = np.zeros(0, dtype=np.int64)  # position of the turn after, -1: none
-        self._terms: dict[str, list[TermHits]] = {}
-        self._linked = 0  # turns with at least one neighbour (rows of the context table)
-        self._lock = threading.RLock()
-        self.build_s = 0.0  # seconds spent refreshing, all told (benchmarks report it)
+    version: int
+    rows: list[tuple[int, str]]
+    order: list[tuple[int, tuple]] | None = None
+    neighbours: dict[int, tuple[int | None, int | None]] | None = None
+
+
+@dataclass(frozen=True)
+class PostingState:
+    """One space's postings as of one space version: never changed once published (a refresh
+    builds the next state beside it), so a search reads a consistent whole without a lock."""
+
+    version: int = -1
+    rowids: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    length: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.float64))
+    prev: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # -1: none
+    next: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # -1: none
+    terms: Mapping[str, tuple[TermHits, ...]] = field(default_factory=dict)
+    linked: int = 0  # turns with at least one neighbour (the space's context-table rows)
 
     @property
     def size(self) -> int:
         return len(self.rowids)
 
-    # -- freshness ----------------------------------------------------------------------------
-    def refresh(self, source: PostingSource) -> None:
-        """Catch up with the store: the space's rows written since the last refresh."""
-        import time
-
-        with self._lock:
-            version = source.space_version(self.space_id)
-            if version == self.version:
-                return
-            t0 = time.perf_counter()
-            last = int(self.rowids[-1]) if self.size else 0
-            rows = source.rows_after(self.space_id, last)
-            if rows:
-                self._append(rows)
-                if self.size - len(rows) == 0 or len(rows) > _BULK_NEIGHBOURS:
-                    self._all_neighbours(source)
-                else:
-                    self._new_neighbours(source, [r for r, _ in rows])
-                self._linked = int(np.count_nonzero((self.prev >= 0) | (self.next >= 0)))
-            self.version = version
-            self.build_s += time.perf_counter() - t0
-
-    def _append(self, rows: list[tuple[int, str]]) -> None:
-        first = self.size
-        new_ids = np.fromiter((r for r, _ in rows), dtype=np.int64, count=len(rows))
-        if first and new_ids[0] <= self.rowids[-1]:
-            raise RuntimeError("rows must arrive in ascending rowid order")  # never: rowids grow
-        lengths = np.zeros(len(rows), dtype=np.float64)
-        grouped: dict[str, tuple[list[int], list[int]]] = {}
-        for i in range(0, len(rows), _CHUNK):
-            # keys are 1-based positions (FTS5 rowids), so position = key - 1
-            chunk = [(first + i + j + 1, text)
-                     for j, (_, text) in enumerate(rows[i:i + _CHUNK])]
-            pairs, lens = self.tokenizer.counts(chunk)
-            for key, n in lens.items():
-                lengths[key - 1 - first] = n
-            for term, key, n in pairs:
-                p = key - 1
-                slot = grouped.get(term)
-                if slot is None:
-                    grouped[term] = slot = ([], [])
-                slot[0].append(p)
-                slot[1].append(n)
-        for term, (ps, ns) in grouped.items():
-            order = np.argsort(ps, kind="stable")
-            hits = TermHits(np.asarray(ps, dtype=np.int64)[order],
-                            np.asarray(ns, dtype=np.float64)[order])
-            parts = self._terms.setdefault(term, [])
-            parts.append(hits)
-            if len(parts) > 8:  # keep few pieces per term: merge them (amortised)
-                self._terms[term] = [TermHits(np.concatenate([h.pos for h in parts]),
-                                              np.concatenate([h.tf for h in parts]))]
-        self.rowids = np.concatenate([self.rowids, new_ids])
-        self.length = np.concatenate([self.length, lengths])
-        pad = np.full(len(rows), -1, dtype=np.int64)
-        self.prev = np.concatenate([self.prev, pad])
-        self.next = np.concatenate([self.next, pad])
-
-    def _position(self, rowid: int) -> int:
-        p = int(np.searchsorted(self.rowids, rowid))
-        if p >= self.size or int(self.rowids[p]) != rowid:
-            raise KeyError(rowid)
-        return p
-
-    def _all_neighbours(self, source: PostingSource) -> None:
-        """Every turn's neighbours from one ordered read: consecutive turns of one session
-        (same user and agent), by timestamp then write order."""
-        self.prev[:] = -1
-        self.next[:] = -1
-        before: tuple[int, tuple] | None = None
-        for rowid, key in source.turn_order(self.space_id):
-            p = self._position(rowid)
-            if before is not None and before[1] == key:
-                self.prev[p] = before[0]
-                self.next[before[0]] = p
-            before = (p, key)
-
-    def _new_neighbours(self, source: PostingSource, rowids: list[int]) -> None:
-        """The new turns' neighbours, and theirs in turn (each link is set from both ends)."""
-        for rowid, (before, after) in source.turn_neighbours(rowids).items():
-            p = self._position(rowid)
-            if before is not None:
-                b = self._position(before)
-                self.prev[p], self.next[b] = b, p
-            if after is not None:
-                a = self._position(after)
-                self.next[p], self.prev[a] = a, p
-
-    # -- reading ------------------------------------------------------------------------------
     def hits(self, term: str) -> TermHits | None:
         """The term's postings in the space's own texts, or None when no row holds it."""
-        parts = self._terms.get(term)
+        parts = self.terms.get(term)
         if not parts:
             return None
-        if len(parts) > 1:
-            merged = TermHits(np.concatenate([h.pos for h in parts]),
-                              np.concatenate([h.tf for h in parts]))
-            self._terms[term] = parts = [merged]
-        return parts[0]
+        if len(parts) == 1:
+            return parts[0]
+        return TermHits(np.concatenate([h.pos for h in parts]),
+                        np.concatenate([h.tf for h in parts]))
 
     def context_hits(self, own: TermHits) -> TermHits:
         """A term's postings in the turns' neighbour contexts, from its own postings: a turn's
         context is the text of the turn before and the turn after it, so a row holding the
         term lends its count to its next turn's context and to its previous turn's."""
-        if self._linked == 0:
+        if self.linked == 0:
             return TermHits(own.pos[:0], own.tf[:0])
         after = self.next[own.pos]    # rows whose previous turn holds it
         before = self.prev[own.pos]   # rows whose next turn holds it
@@ -245,15 +167,106 @@ class PostingIndex:
         uniq, inverse = np.unique(docs, return_inverse=True)
         return TermHits(uniq, np.bincount(inverse, weights=tf, minlength=len(uniq)))
 
-    def context_rows(self) -> int:
-        """Turns of the space with a context row (at least one neighbour)."""
-        return self._linked
-
     def context_length(self, pos: np.ndarray) -> np.ndarray:
         """Tokens of each position's context: its neighbours' lengths added."""
         b, a = self.prev[pos], self.next[pos]
         return (np.where(b >= 0, self.length[np.maximum(b, 0)], 0.0)
                 + np.where(a >= 0, self.length[np.maximum(a, 0)], 0.0))
+
+    def extended(self, delta: Delta, tokenizer: Fts5Tokenizer) -> PostingState:
+        """The next state: ``delta``'s rows tokenized and appended, its links set."""
+        rows = delta.rows
+        first = self.size
+        new_ids = np.fromiter((r for r, _ in rows), dtype=np.int64, count=len(rows))
+        if first and len(rows) and new_ids[0] <= self.rowids[-1]:
+            raise RuntimeError("rows must arrive in ascending rowid order")  # rowids only grow
+        lengths = np.zeros(len(rows), dtype=np.float64)
+        grouped: dict[str, tuple[list[int], list[int]]] = {}
+        for i in range(0, len(rows), _CHUNK):
+            # keys are 1-based positions (FTS5 rowids), so position = key - 1
+            chunk = [(first + i + j + 1, text)
+                     for j, (_, text) in enumerate(rows[i:i + _CHUNK])]
+            pairs, lens = tokenizer.counts(chunk)
+            for key, n in lens.items():
+                lengths[key - 1 - first] = n
+            for term, key, n in pairs:
+                slot = grouped.get(term)
+                if slot is None:
+                    grouped[term] = slot = ([], [])
+                slot[0].append(key - 1)
+                slot[1].append(n)
+        terms = dict(self.terms)
+        for term, (ps, ns) in grouped.items():
+            order = np.argsort(ps, kind="stable")
+            parts = (*terms.get(term, ()), TermHits(np.asarray(ps, dtype=np.int64)[order],
+                                                    np.asarray(ns, dtype=np.float64)[order]))
+            if len(parts) > 8:  # few pieces per term: merged now and then (amortised)
+                parts = (TermHits(np.concatenate([h.pos for h in parts]),
+                                  np.concatenate([h.tf for h in parts])),)
+            terms[term] = parts
+        rowids = np.concatenate([self.rowids, new_ids])
+        pad = np.full(len(rows), -1, dtype=np.int64)
+        prev = np.concatenate([self.prev, pad])
+        nxt = np.concatenate([self.next, pad])
+
+        def position(rowid: int) -> int:
+            p = int(np.searchsorted(rowids, rowid))
+            if p >= len(rowids) or int(rowids[p]) != rowid:
+                raise KeyError(f"turn {rowid} is not among the space's rows read")
+            return p
+
+        if delta.order is not None:  # every turn: consecutive rows of one session are linked
+            prev[:] = -1
+            nxt[:] = -1
+            before: tuple[int, tuple] | None = None
+            for rowid, key in delta.order:
+                p = position(rowid)
+                if before is not None and before[1] == key:
+                    prev[p], nxt[before[0]] = before[0], p
+                before = (p, key)
+        for rowid, (b, a) in (delta.neighbours or {}).items():  # each link from both ends
+            p = position(rowid)
+            if b is not None:
+                q = position(b)
+                prev[p], nxt[q] = q, p
+            if a is not None:
+                q = position(a)
+                nxt[p], prev[q] = q, p
+        return PostingState(delta.version, rowids, np.concatenate([self.length, lengths]),
+                            prev, nxt, terms, int(np.count_nonzero((prev >= 0) | (nxt >= 0))))
+
+
+class PostingIndex:
+    """The current :class:`PostingState` of one space; :meth:`refresh` publishes the next."""
+
+    def __init__(self, space_id: str, tokenizer: Fts5Tokenizer):
+        self.space_id = space_id
+        self.tokenizer = tokenizer
+        self.state = PostingState()
+        self._lock = threading.Lock()  # one refresh at a time
+        self.build_s = 0.0  # seconds spent refreshing, all told (benchmarks report it)
+
+    def refresh(self, source: PostingSource, snapshot: Callable[[], ContextManager[Any]]
+                ) -> PostingState:
+        """Catch up with the store: every read in one ``snapshot()`` (so the rows and the
+        links agree whatever other writers do), the tokenizing outside it."""
+        with self._lock:
+            state = self.state
+            with snapshot():
+                version = source.space_version(self.space_id)
+                if version == state.version:
+                    return state
+                t0 = time.perf_counter()
+                last = int(state.rowids[-1]) if state.size else 0
+                rows = source.rows_after(self.space_id, last)
+                bulk = state.size == 0 or len(rows) > _BULK_NEIGHBOURS
+                delta = Delta(version, rows,
+                              source.turn_order(self.space_id) if bulk and rows else None,
+                              None if bulk or not rows else
+                              source.turn_neighbours([r for r, _ in rows]))
+            self.state = state = state.extended(delta, self.tokenizer)
+            self.build_s += time.perf_counter() - t0
+            return state
 
 
 def bm25_part(tf: np.ndarray, length: np.ndarray, avg_length: float) -> np.ndarray:

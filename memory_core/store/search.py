@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 
 from memory_core.store.db import Database
-from memory_core.store.postings import Fts5Tokenizer, PostingIndex, fts5_totals
+from memory_core.store.postings import Fts5Tokenizer, PostingIndex, PostingState, fts5_totals
 from memory_core.store.sql import SqlFilter, _chunks
-from memory_core.store.turns import _TURN_ORDER_AFTER, _TURN_ORDER_BEFORE
+from memory_core.store.turns import TURN_AFTER, TURN_BEFORE
 
 if TYPE_CHECKING:
     from memory_core.store.postings import PostingSource
@@ -31,6 +31,8 @@ class SearchQueries(Database):
         self._postings: dict[str, PostingIndex] = {}
         self._postings_lock = threading.Lock()
         self._tokenizer: Fts5Tokenizer | None = None
+        # keyword_store_df's counts, with the store stamp they were read at (key "stamp")
+        self._df_cache: dict[Any, Any] = {}
 
     def space_embeddings(self, space_id: str) -> tuple[np.ndarray, np.ndarray]:
         """(rowids, float32 matrix) of every memory of a space, for building the vector index."""
@@ -180,18 +182,24 @@ class SearchQueries(Database):
         return sizes
 
     # -- the in-memory postings of large spaces (store/postings.py) ---------------------------
-    def postings(self, space_id: str) -> PostingIndex:
-        """The space's posting index, brought up to date with the store (built on first use:
-        every row of the space is tokenized once)."""
+    def postings(self, space_id: str) -> PostingState:
+        """The space's postings, caught up with the store (built on first use: every row of
+        the space is tokenized once; a failed refresh drops the index, so the next search
+        builds it anew)."""
         with self._postings_lock:
             if self._tokenizer is None:
                 self._tokenizer = Fts5Tokenizer()
             index = self._postings.get(space_id)
             if index is None:
                 index = self._postings[space_id] = PostingIndex(space_id, self._tokenizer)
-        # the Store facade joins this class with SpaceQueries (space_version)
-        index.refresh(cast("PostingSource", self))
-        return index
+        try:
+            # the Store facade joins this class with SpaceQueries (space_version)
+            return index.refresh(cast("PostingSource", self), self.read_snapshot)
+        except BaseException:
+            with self._postings_lock:
+                if self._postings.get(space_id) is index:
+                    del self._postings[space_id]
+            raise
 
     def query_terms(self, words: Sequence[str]) -> list[str | None]:
         """The term FTS5 indexes each word as (None: not a single token)."""
@@ -226,7 +234,7 @@ class SearchQueries(Database):
                 chunk)
             for r in turns:
                 args = (*tuple(r[1:6]), r[5], r[0])
-                near = [self._query(sql, args) for sql in (_TURN_ORDER_BEFORE, _TURN_ORDER_AFTER)]
+                near = [self._query(sql, args) for sql in (TURN_BEFORE, TURN_AFTER)]
                 out[int(r[0])] = (int(near[0][0][0]) if near[0] else None,
                                   int(near[1][0][0]) if near[1] else None)
         return out
@@ -242,14 +250,28 @@ class SearchQueries(Database):
 
     def keyword_store_df(self, phrases: Sequence[str], context: bool) -> list[tuple[int, int]]:
         """Store-wide (own, context) document counts of each phrase (context 0 when not
-        ``context``)."""
+        ``context``). Each count reads the phrase's every match, so counts are kept until a
+        write moves any space's version (one indexed read checks)."""
+        stamp = tuple(self._query("SELECT COALESCE(SUM(version), 0), COUNT(*) "
+                                  "FROM space_versions")[0])
+        if self._df_cache.get("stamp") != stamp:
+            self._df_cache.clear()
+            self._df_cache["stamp"] = stamp
         out = []
         for phrase in phrases:
-            own = self._query("SELECT COUNT(*) FROM memories_fts WHERE memories_fts MATCH ?",
-                              (phrase,))[0][0]
-            ctx = self._query("SELECT COUNT(*) FROM memories_ctx WHERE memories_ctx MATCH ?",
-                              (phrase,))[0][0] if context else 0
-            out.append((int(own), int(ctx)))
+            key = (phrase, context)
+            kept = self._df_cache.get(key)
+            if kept is None:
+                own = self._query("SELECT COUNT(*) FROM memories_fts WHERE memories_fts "
+                                  "MATCH ?", (phrase,))[0][0]
+                ctx = self._query("SELECT COUNT(*) FROM memories_ctx WHERE memories_ctx "
+                                  "MATCH ?", (phrase,))[0][0] if context else 0
+                kept = (int(own), int(ctx))
+                if len(self._df_cache) > 50_000:
+                    self._df_cache.clear()
+                    self._df_cache["stamp"] = stamp
+                self._df_cache[key] = kept
+            out.append(kept)
         return out
 
     def eligible_among(self, rowids: Sequence[int], flt: SqlFilter) -> set[int]:

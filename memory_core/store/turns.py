@@ -12,16 +12,19 @@ from collections.abc import Sequence
 
 from memory_core.store.sql import _chunks
 
-_TURN_ORDER_BEFORE = (
+TURN_BEFORE = (
     "SELECT m.rowid, m.content FROM memories m WHERE m.space_id = ? AND m.session_id = ? "
     "AND m.memory_type = 'fact' AND m.user_id IS ? AND m.agent_id IS ? AND "
     "m.timestamp <= ? AND (m.timestamp < ? OR m.rowid < ?) "
     "ORDER BY m.timestamp DESC, m.rowid DESC LIMIT 1")
-_TURN_ORDER_AFTER = (
+TURN_AFTER = (
     "SELECT m.rowid, m.content FROM memories m WHERE m.space_id = ? AND m.session_id = ? "
     "AND m.memory_type = 'fact' AND m.user_id IS ? AND m.agent_id IS ? AND "
     "m.timestamp >= ? AND (m.timestamp > ? OR m.rowid > ?) "
     "ORDER BY m.timestamp, m.rowid LIMIT 1")
+# the names the store package has always exported
+_TURN_ORDER_BEFORE = TURN_BEFORE
+_TURN_ORDER_AFTER = TURN_AFTER
 
 
 def _refresh_turn_context(c: sqlite3.Connection, rowids: Sequence[int]) -> None:
@@ -52,7 +55,7 @@ def _refresh_turn_context(c: sqlite3.Connection, rowids: Sequence[int]) -> None:
                            "AND memory_type = 'fact'", chunk):
             key = tuple(r[1:5])
             affected[int(r[0])] = (*key, r[5])
-            for sql in (_TURN_ORDER_BEFORE, _TURN_ORDER_AFTER):
+            for sql in (TURN_BEFORE, TURN_AFTER):
                 n = c.execute(sql, (*key, r[5], r[5], r[0])).fetchone()
                 if n is not None and int(n[0]) not in affected:
                     m = c.execute("SELECT space_id, session_id, user_id, agent_id, timestamp "
@@ -60,7 +63,7 @@ def _refresh_turn_context(c: sqlite3.Connection, rowids: Sequence[int]) -> None:
                     affected[int(n[0])] = tuple(m)
     contexts = []
     for rowid, (space, session, user, agent, ts) in affected.items():
-        parts = [n[1] for sql in (_TURN_ORDER_BEFORE, _TURN_ORDER_AFTER)
+        parts = [n[1] for sql in (TURN_BEFORE, TURN_AFTER)
                  if (n := c.execute(sql, (space, session, user, agent, ts, ts, rowid))
                      .fetchone()) is not None]
         contexts.append((rowid, "\n".join(parts)))
