@@ -56,7 +56,7 @@ class Fts5Tokenizer:
         self._db.execute("CREATE VIRTUAL TABLE t USING fts5(x, content = '', "
                          f"tokenize = '{tokenize}')")
         self._db.execute("CREATE VIRTUAL TABLE v USING fts5vocab(t, instance)")
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # the scratch table and the word cache
         self._words: dict[str, str | None] = {}
 
     def counts(self, rows: Sequence[tuple[int, str]]
@@ -78,14 +78,18 @@ class Fts5Tokenizer:
     def term_of(self, words: Sequence[str]) -> list[str | None]:
         """The one term each word is indexed as (its stem); None where FTS5 reads the word as
         no token or as several (a phrase, which this index does not match)."""
+        with self._lock:
+            return self._term_of(words)
+
+    def _term_of(self, words: Sequence[str]) -> list[str | None]:
+        if len(self._words) > 100_000:  # a bounded cache: start again
+            self._words.clear()
         new = [w for w in dict.fromkeys(words) if w not in self._words]
         if new:
             pairs, _ = self.counts(list(enumerate(new, start=1)))
             found: dict[int, list[str]] = {}
             for term, key, count in pairs:
                 found.setdefault(key, []).extend([term] * count)
-            if len(self._words) > 100_000:
-                self._words.clear()
             for i, w in enumerate(new):
                 got = found.get(i + 1, [])
                 self._words[w] = got[0] if len(got) == 1 else None
