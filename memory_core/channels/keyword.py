@@ -165,8 +165,9 @@ def search(store: Store, space_id: str, query: str, flt: SqlFilter, depth: int,
     hits = None
     if space_df_max is None and (index == "postings"
                                  or (index == "auto" and own_rows >= index_threshold)):
+        # under FTS5's statistics the other spaces lend nothing but store-wide counts
         hits = postings_scores(store, space_id, words, flt, depth, context_weight, whole,
-                               idf_prior_rows, spaces)
+                               idf_prior_rows, [space_id] if whole else spaces)
     if hits is None and whole:  # FTS5's own statistics: leave out the words they weigh at 0
         common = store.keyword_common([f'"{w}"' for w in words], context_weight > 0.0)
         words = [w for w in words if f'"{w}"' not in common] or words
