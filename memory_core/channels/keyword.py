@@ -30,7 +30,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from memory_core.store import SqlFilter, Store, memory_id_of
-from memory_core.store.postings import PostingState, TermHits, bm25_part
+from memory_core.store.postings import PostingState, TermHits, bm25_part, fts5_weightless
 from memory_core.types import Candidate, Channel, frozen_map
 
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
@@ -88,6 +88,13 @@ def fts5_idf(rows: float, df: float) -> float:
     return idf if idf > 0.0 else 1e-6
 
 
+def smoothed_idf(space_rows: float, space_df: float, store_rows: float, store_df: float,
+                 prior_rows: float) -> float:
+    """The IDF within the searched spaces: their rows and how many hold the word, plus
+    ``prior_rows`` pseudo-rows holding it at its store-wide rate (``store_df / store_rows``)."""
+    return fts5_idf(space_rows + prior_rows, space_df + prior_rows * store_df / store_rows)
+
+
 def space_idf_scores(store: Store, space_id: str, words: list[str], flt: SqlFilter,
                      depth: int, context_weight: float, prior_rows: float = 0.0,
                      stats_spaces: Sequence[str] = ()) -> list[tuple[int, float]]:
@@ -117,7 +124,7 @@ def space_idf_scores(store: Store, space_id: str, words: list[str], flt: SqlFilt
         n = store_df[t]
         rows, space_rows, weight = ((own_rows, own_space, 1.0) if t < k
                                     else (ctx_rows, ctx_space, context_weight))
-        space_idf = fts5_idf(space_rows + prior_rows, space_df[t] + prior_rows * n / rows)
+        space_idf = smoothed_idf(space_rows, space_df[t], rows, n, prior_rows)
         factor[t] = weight * space_idf / fts5_idf(rows, n)
     scores: dict[int, float] = defaultdict(float)
     for t, rowid, s, eligible, own in hits:
@@ -241,13 +248,8 @@ def _postings_scores(store: Store, space_id: str, words: list[str], terms: list[
         store_df = store.keyword_store_df([f'"{w}"' for w in words], context)
     keep = list(range(len(words)))
     if fts5_stats:  # as search(): words FTS5 weighs at 1e-6 everywhere are left out
-        half_own, half_ctx = (own_rows + 1) // 2, (ctx_rows + 1) // 2
-
-        def weightless(n: int, half: int) -> bool:
-            return half == 0 or n == 0 or n >= half
-
-        keep = [i for i in keep if not (weightless(store_df[i][0], half_own) and (
-            not context or weightless(store_df[i][1], half_ctx)))] or keep
+        keep = [i for i in keep if not (fts5_weightless(store_df[i][0], own_rows) and (
+            not context or fts5_weightless(store_df[i][1], ctx_rows)))] or keep
     own_pos: list[np.ndarray] = []
     own_val: list[np.ndarray] = []
     ctx_pos: list[np.ndarray] = []
@@ -258,17 +260,16 @@ def _postings_scores(store: Store, space_id: str, words: list[str], terms: list[
             idf = fts5_idf(own_rows, store_df[i][0])
             score = idf * bm25_part(own.tf, target.length[own.pos], own_tokens / own_rows)
             if not fts5_stats:  # space_idf_scores' re-weighing of the one-word FTS5 score
-                score = score * (1.0 * fts5_idf(union_rows + prior_rows, space_df[i][0]
-                                                + prior_rows * store_df[i][0] / own_rows) / idf)
+                score = score * (1.0 * smoothed_idf(union_rows, space_df[i][0], own_rows,
+                                                    store_df[i][0], prior_rows) / idf)
             own_pos.append(own.pos)
             own_val.append(score)
         if ctx is not None and len(ctx.pos):
             idf = fts5_idf(ctx_rows, store_df[i][1])
             score = idf * bm25_part(ctx.tf, target.context_length(ctx.pos), ctx_tokens / ctx_rows)
             if not fts5_stats:
-                score = score * (context_weight * fts5_idf(
-                    union_ctx + prior_rows, space_df[i][1]
-                    + prior_rows * store_df[i][1] / ctx_rows) / idf)
+                score = score * (context_weight * smoothed_idf(
+                    union_ctx, space_df[i][1], ctx_rows, store_df[i][1], prior_rows) / idf)
             ctx_pos.append(ctx.pos)
             ctx_val.append(score)
     if not own_pos and not ctx_pos:

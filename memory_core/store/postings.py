@@ -273,6 +273,14 @@ class PostingIndex:
             return state
 
 
+def fts5_weightless(df: int, rows: int) -> bool:
+    """Whether FTS5's ``bm25()`` weighs a word at its IDF floor (1e-6): held by no row, or by
+    at least half of the ``rows`` (``ln((N - n + 0.5) / (n + 0.5)) <= 0``), or the table is
+    empty. ``df`` may be a count that stopped at half the rows."""
+    half = (rows + 1) // 2
+    return half == 0 or df == 0 or df >= half
+
+
 def bm25_part(tf: np.ndarray, length: np.ndarray, avg_length: float) -> np.ndarray:
     """FTS5's term-frequency part of ``bm25()``: ``tf (k1 + 1) / (tf + k1 (1 - b + b D /
     avgdl))``."""

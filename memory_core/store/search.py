@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 
 from memory_core.store.db import Database
-from memory_core.store.postings import Fts5Tokenizer, PostingIndex, PostingState, fts5_totals
+from memory_core.store.postings import (Fts5Tokenizer, PostingIndex, PostingState,
+                                         fts5_totals, fts5_weightless)
 from memory_core.store.sql import SqlFilter, _chunks
 from memory_core.store.turns import TURN_AFTER, TURN_BEFORE
 
@@ -31,6 +32,7 @@ class SearchQueries(Database):
         self._postings: dict[str, PostingIndex] = {}
         self._postings_lock = threading.Lock()
         self._tokenizer: Fts5Tokenizer | None = None
+        self._tokenizer_lock = threading.Lock()
         # keyword_store_df's counts, with the store stamp they were read at (key "stamp")
         self._df_cache: dict[Any, Any] = {}
 
@@ -104,12 +106,12 @@ class SearchQueries(Database):
                 if all(self._weightless(table, phrase, rows) for table, rows in tables)}
 
     def _weightless(self, table: str, phrase: str, rows: int) -> bool:
-        half = (rows + 1) // 2  # 2n >= N: ln((N - n + 0.5) / (n + 0.5)) <= 0
+        half = (rows + 1) // 2
         if half == 0:
             return True  # an empty table: nothing to weigh
         row = self._query(f"SELECT COUNT(*) FROM (SELECT 1 FROM {table} WHERE {table} "
                           "MATCH ? LIMIT ?)", (phrase, half))[0]
-        return int(row[0]) in (0, half)
+        return fts5_weightless(int(row[0]), rows)
 
     def keyword_term_hits(self, space_id: str, phrases: Sequence[str], flt: SqlFilter,
                           context: bool, stats_spaces: Sequence[str] = ()
@@ -187,11 +189,9 @@ class SearchQueries(Database):
         the space is tokenized once; a failed refresh drops the index, so the next search
         builds it anew)."""
         with self._postings_lock:
-            if self._tokenizer is None:
-                self._tokenizer = Fts5Tokenizer()
             index = self._postings.get(space_id)
             if index is None:
-                index = self._postings[space_id] = PostingIndex(space_id, self._tokenizer)
+                index = self._postings[space_id] = PostingIndex(space_id, self._fts5_tokenizer())
         try:
             # the Store facade joins this class with SpaceQueries (space_version)
             return index.refresh(cast("PostingSource", self), self.read_snapshot)
@@ -203,10 +203,14 @@ class SearchQueries(Database):
 
     def query_terms(self, words: Sequence[str]) -> list[str | None]:
         """The term FTS5 indexes each word as (None: not a single token)."""
-        with self._postings_lock:
+        return self._fts5_tokenizer().term_of(words)
+
+    def _fts5_tokenizer(self) -> Fts5Tokenizer:
+        """The one private FTS5 tokenizer of this store (made on first use)."""
+        with self._tokenizer_lock:
             if self._tokenizer is None:
                 self._tokenizer = Fts5Tokenizer()
-        return self._tokenizer.term_of(words)
+            return self._tokenizer
 
     def rows_after(self, space_id: str, rowid: int) -> list[tuple[int, str]]:
         """(rowid, content) of the space's rows after ``rowid``, ascending."""
