@@ -129,6 +129,9 @@ def collapse_duplicates(ranked: Ranked, signatures: Mapping[str, tuple[str, byte
                                      dtype=np.uint64).reshape(len(group), -1)
                 for a, b in _similar_pairs(rows, spec.near_threshold):
                     similar.setdefault(group[a][0], []).append(group[b][0])
+    hashes = [h for h, _ in found if h]
+    if not similar and not (spec.exact and len(set(hashes)) < len(hashes)):
+        return ranked.reranked(cands)  # nothing to cut (most pools): the walk keeps them all
     kept: list[Candidate] = []
     drops: list[Drop] = []
     seen_hash: dict[str, str] = {}

@@ -8,9 +8,11 @@ of an experiment does not embed anything twice.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import sqlite3
 import threading
+import weakref
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol, runtime_checkable
@@ -136,7 +138,13 @@ class SentenceTransformerEmbedder:
 
 
 class CachedEmbedder:
-    """Wraps an :class:`Embedder` with an on-disk SQLite cache keyed by content hash."""
+    """Wraps an :class:`Embedder` with an on-disk SQLite cache keyed by content hash.
+
+    A batch's new rows are written at once. A single text's (a query's) row waits in memory
+    with up to :data:`PENDING_MAX` others and is written with them (or by :meth:`flush`, the
+    next batch, or at exit): a commit per query cost about 0.5 ms of its latency. Rows still
+    waiting when a process dies are computed again next time; it is a cache.
+    """
 
     def __init__(self, inner: Embedder, cache_dir: Path):
         self.inner = inner
@@ -151,6 +159,9 @@ class CachedEmbedder:
         self._conn.execute("PRAGMA synchronous=NORMAL")
         self._conn.execute("CREATE TABLE IF NOT EXISTS emb (h TEXT PRIMARY KEY, v BLOB NOT NULL)")
         self._lock = threading.Lock()
+        self._pending: dict[str, np.ndarray] = {}  # hash -> row, not yet written
+        # written when the embedder is collected or the interpreter exits
+        weakref.finalize(self, _write_rows, self._conn, self._lock, self._pending)
         self.hits = 0
         self.misses = 0
 
@@ -159,6 +170,8 @@ class CachedEmbedder:
         found: dict[str, np.ndarray] = {}
         with self._lock:
             unique = sorted(set(hashes))
+            found.update((h, self._pending[h]) for h in unique if h in self._pending)
+            unique = [h for h in unique if h not in found]
             for i in range(0, len(unique), 500):
                 chunk = unique[i:i + 500]
                 marks = ",".join("?" * len(chunk))
@@ -170,16 +183,38 @@ class CachedEmbedder:
             keys = list(missing)
             vecs = self.inner.embed([missing[h] for h in keys])
             self.misses += len(keys)
-            with self._lock, self._conn:
-                self._conn.executemany("INSERT OR REPLACE INTO emb VALUES (?, ?)",
-                                       [(h, v.tobytes()) for h, v in zip(keys, vecs, strict=True)])
+            with self._lock:
+                self._pending.update(zip(keys, vecs, strict=True))
+                if len(keys) > 1 or len(self._pending) >= PENDING_MAX:
+                    _write_rows(self._conn, None, self._pending)
             found.update(zip(keys, vecs, strict=True))
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         return np.stack([found[h] for h in hashes]).astype(np.float32, copy=False)
 
+    def flush(self) -> None:
+        """Write the rows still waiting in memory."""
+        _write_rows(self._conn, self._lock, self._pending)
+
     def identity(self) -> dict[str, str]:
         return self.inner.identity()
+
+
+# query rows CachedEmbedder keeps in memory before writing them together
+PENDING_MAX = 64
+
+
+def _write_rows(conn: sqlite3.Connection, lock: threading.Lock | None,
+                pending: dict[str, np.ndarray]) -> None:
+    """Write ``pending`` into the cache in one transaction and empty it (under ``lock`` when
+    given: the caller holds it otherwise)."""
+    with lock or contextlib.nullcontext():
+        if not pending:
+            return
+        with conn:
+            conn.executemany("INSERT OR REPLACE INTO emb VALUES (?, ?)",
+                             [(h, v.tobytes()) for h, v in pending.items()])
+        pending.clear()
 
 
 def build_embedder(spec: EmbedSpec) -> Embedder:

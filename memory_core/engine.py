@@ -101,8 +101,12 @@ class MemoryEngine:
 
     def flush(self) -> None:
         """Persist the vector index files when ``channels.dense_persist`` is on (SQLite, the
-        one durable copy of every memory and embedding, needs no flush)."""
+        one durable copy of every memory and embedding, needs no flush) and the embedding
+        cache's rows still waiting in memory (:class:`memory_core.embed.CachedEmbedder`)."""
         self._components.dense.save()
+        flush_cache = getattr(self._components.embedder, "flush", None)
+        if callable(flush_cache):
+            flush_cache()
 
     def close(self) -> None:
         self.flush()

@@ -57,6 +57,8 @@ def notes_of(store: Store, fact_ids: list[str], space_of: dict[str, str | None],
              filters: dict[str, SqlFilter]) -> dict[str, list[str]]:
     """Eligible notes of each fact, under the filter of the fact's space."""
     out: dict[str, list[str]] = {}
+    if not store.holds_sources():  # no observation anywhere (raw turns): nothing to look up
+        return out
     for space_id, flt in filters.items():
         rows = [r for m in fact_ids if space_of.get(m) == space_id
                 and (r := rowid_of(m)) is not None]

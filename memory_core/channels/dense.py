@@ -50,6 +50,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from enum import Enum
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -58,7 +59,7 @@ from memory_core import index_files
 from memory_core.config import ChannelsSpec
 from memory_core.index_files import DamageReason, IndexFileError, IndexHeader
 from memory_core.store import SqlFilter, Store
-from memory_core.types import Candidate, Channel, frozen_map
+from memory_core.types import Candidate, Channel
 
 log = logging.getLogger(__name__)
 
@@ -334,13 +335,13 @@ class DenseIndex:
                 scores, ids = index.search(q, k, params=params)
             else:
                 scores, ids = self._search_hnsw(index, q, k, sel, share)
-        out: list[Candidate] = []
-        for score, rowid in zip(scores[0], ids[0], strict=True):
-            if rowid < 0:
-                continue
-            out.append(Candidate(f"mem_{int(rowid)}", float(score), len(out) + 1, Channel.DENSE,
-                                 frozen_map({Channel.DENSE.value: len(out) + 1}), space_id))
-        return out
+        found = [(float(score), int(rowid))
+                 for score, rowid in zip(scores[0].tolist(), ids[0].tolist(), strict=True)
+                 if rowid >= 0]
+        name = Channel.DENSE.value
+        return [Candidate(f"mem_{rowid}", score, rank, Channel.DENSE,
+                          MappingProxyType({name: rank}), space_id)
+                for rank, (score, rowid) in enumerate(found, start=1)]
 
     def _search_hnsw(self, index, q: np.ndarray, k: int, sel, share: float
                      ) -> tuple[np.ndarray, np.ndarray]:

@@ -37,9 +37,10 @@ from __future__ import annotations
 import math
 from collections import Counter, defaultdict
 from collections.abc import Sequence
+from types import MappingProxyType
 
 from memory_core.store import SqlFilter, Store, memory_id_of, rowid_of
-from memory_core.types import Candidate, Channel, frozen_map
+from memory_core.types import Candidate, Channel
 
 
 def expand(store: Store, space_id: str, seeds: Sequence[Candidate], flt: SqlFilter,
@@ -84,5 +85,5 @@ def expand(store: Store, space_id: str, seeds: Sequence[Candidate], flt: SqlFilt
     top = max(scores[r] for r in order)
     listed = [(r, top) for r in anchors] + [(r, scores[r]) for r in order]
     return [Candidate(memory_id_of(r), score, rank_offset + i + 1, Channel.GRAPH,
-                      frozen_map({Channel.GRAPH.value: rank_offset + i + 1}), space_id)
+                      MappingProxyType({Channel.GRAPH.value: rank_offset + i + 1}), space_id)
             for i, (r, score) in enumerate(listed)]

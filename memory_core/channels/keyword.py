@@ -26,12 +26,13 @@ import math
 import re
 from collections import Counter, defaultdict
 from collections.abc import Sequence
+from types import MappingProxyType
 
 import numpy as np
 
 from memory_core.store import SqlFilter, Store, memory_id_of
 from memory_core.store.postings import PostingState, TermHits, bm25_part, fts5_weightless
-from memory_core.types import Candidate, Channel, frozen_map
+from memory_core.types import Candidate, Channel
 
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 
@@ -184,7 +185,7 @@ def search(store: Store, space_id: str, query: str, flt: SqlFilter, depth: int,
         hits = space_idf_scores(store, space_id, words, flt, depth, context_weight,
                                 idf_prior_rows, stats_spaces)
     return [Candidate(memory_id_of(rowid), score, i + 1, Channel.KEYWORD,
-                      frozen_map({Channel.KEYWORD.value: i + 1}), space_id)
+                      MappingProxyType({Channel.KEYWORD.value: i + 1}), space_id)
             for i, (rowid, score) in enumerate(hits)]
 
 
@@ -245,7 +246,7 @@ def _postings_scores(store: Store, space_id: str, words: list[str], terms: list[
     if union_rows == own_rows and (not context or union_ctx == ctx_rows):
         store_df = space_df  # the read's spaces are the store
     else:
-        store_df = store.keyword_store_df([f'"{w}"' for w in words], context)
+        store_df = store.keyword_term_df([t for t in terms if t is not None], context)
     keep = list(range(len(words)))
     if fts5_stats:  # as search(): words FTS5 weighs at 1e-6 everywhere are left out
         keep = [i for i in keep if not (fts5_weightless(store_df[i][0], own_rows) and (

@@ -17,13 +17,15 @@ passed to faiss as an ``IDSelectorBatch``: an excluded memory never takes a slot
 
 from __future__ import annotations
 
+from types import MappingProxyType
+
 import numpy as np
 
 from memory_core.channels.dense import DenseIndex
 from memory_core.filters.compile import event_overlap
 from memory_core.store import SqlFilter
 from memory_core.times import Window
-from memory_core.types import Candidate, Channel, frozen_map
+from memory_core.types import Candidate, Channel
 
 
 def window_filter(window: Window) -> SqlFilter:
@@ -39,4 +41,4 @@ def search(dense: DenseIndex, space_id: str, query_vec: np.ndarray, flt: SqlFilt
         return []
     hits = dense.search(space_id, query_vec, flt.and_(window_filter(window)), depth)
     return [Candidate(c.memory_id, c.score, c.rank, Channel.TEMPORAL,
-                      frozen_map({Channel.TEMPORAL.value: c.rank}), space_id) for c in hits]
+                      MappingProxyType({Channel.TEMPORAL.value: c.rank}), space_id) for c in hits]

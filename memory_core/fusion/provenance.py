@@ -38,19 +38,26 @@ def merge_provenance(lists: Sequence[Sequence[Candidate]]) -> Provenance:
     raws: dict[str, dict[str, float]] = {}
     spaces: dict[str, str | None] = {}
     for lst in lists:
+        if not lst:
+            continue
+        # a channel's own list names one channel: its name is read once, not per candidate
+        channel = lst[0].channel
+        channel_name = channel.value
         for c in lst:
             m = c.memory_id
-            own_ranks = c.channel_ranks or {c.channel.value: c.rank}
-            own_scores = c.channel_scores or {c.channel.value: c.score}
+            name = channel_name if c.channel is channel else c.channel.value
+            own_ranks = c.channel_ranks or {name: c.rank}
+            own_scores = c.channel_scores
             merged = ranks.get(m)
             if merged is None:  # first sight: the candidate's own maps, as they are
                 ranks[m] = dict(own_ranks)
-                raws[m] = {name: float(v) for name, v in own_scores.items()}
+                raws[m] = ({k: float(v) for k, v in own_scores.items()} if own_scores
+                           else {name: float(c.score)})
                 spaces[m] = c.space_id
                 continue
             raw = raws[m]
-            for name, r in own_ranks.items():
-                merged[name] = min(r, merged.get(name, r))
-            for name, v in own_scores.items():
-                raw[name] = max(float(v), raw.get(name, float(v)))
+            for k, r in own_ranks.items():
+                merged[k] = min(r, merged.get(k, r))
+            for k, v in (own_scores or {name: c.score}).items():
+                raw[k] = max(float(v), raw.get(k, float(v)))
     return Provenance(ranks, raws, spaces)

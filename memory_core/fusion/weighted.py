@@ -40,10 +40,11 @@ DEFAULT_WEIGHT = 1.0
 
 
 def _channel_of(lst: Sequence[Candidate]) -> str:
-    names = {c.channel.value for c in lst}
-    if len(names) != 1:
-        raise ValueError(f"a fusion input list must come from one channel, got {sorted(names)}")
-    return names.pop()
+    first = lst[0].channel
+    if any(c.channel is not first for c in lst):
+        names = sorted({c.channel.value for c in lst})
+        raise ValueError(f"a fusion input list must come from one channel, got {names}")
+    return first.value
 
 
 def _weight(weights: Mapping[str, float], channel: str) -> float:
@@ -62,10 +63,15 @@ def weighted_sum(lists: Sequence[Sequence[Candidate]], weights: Mapping[str, flo
             continue
         w = _weight(weights, _channel_of(lst))
         normed = normalized_scores(lst, norm)
-        per_list.append((w, {c.memory_id: s for c, s in zip(lst, normed, strict=True)},
+        per_list.append((w, dict(zip([c.memory_id for c in lst], normed, strict=True)),
                          min(normed)))
     ranks, raws, spaces = merge_provenance(lists)
-    fused = {m: sum(w * scores.get(m, floor) for w, scores, floor in per_list) for m in ranks}
+    # summed list by list in list order from int 0, as sum() over the lists would: the same floats
+    fused: dict[str, float] = dict.fromkeys(ranks, 0)
+    for w, scores, floor in per_list:
+        get = scores.get
+        for m in fused:
+            fused[m] += w * get(m, floor)
     order = sorted(fused, key=lambda m: (-fused[m], min(ranks[m].values()), m))
     # the provenance dicts are this call's own: a read-only view needs no copy
     return [Candidate(m, fused[m], i + 1, Channel.FUSED, MappingProxyType(ranks[m]), spaces[m],

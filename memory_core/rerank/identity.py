@@ -8,8 +8,6 @@ and 0.0 beyond the page. The score says where a memory sits, not how well it mat
 
 from __future__ import annotations
 
-import dataclasses
-
 from memory_core.types import Ranked
 
 
@@ -27,7 +25,5 @@ def rank_scores(n: int, limit: int) -> list[float]:
 def score_by_rank(ranked: Ranked, limit: int) -> Ranked:
     """Replace fused scores with position scores; order unchanged."""
     scores = rank_scores(len(ranked.candidates), limit)
-    return ranked.reranked([
-        dataclasses.replace(c, score=s)
-        for c, s in zip(ranked.candidates, scores, strict=True)
-    ])
+    return ranked.reranked([c.moved(i + 1, s) for i, (c, s)
+                            in enumerate(zip(ranked.candidates, scores, strict=True))])

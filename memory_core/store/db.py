@@ -97,6 +97,14 @@ class Database:
                 raise
             self._conn.execute("COMMIT")
 
+    def store_stamp(self) -> int:
+        """The store's newest memory row: memories are only ever added (never changed or
+        removed) and every write that changes what a read sees (rows, full-text contexts,
+        space versions) adds one, so this moves on every committed write, by this connection
+        or another. One read of the row index's last entry, whatever the store's size. The
+        store's read caches are kept by it."""
+        return int(self._query("SELECT COALESCE(MAX(rowid), 0) FROM memories")[0][0])
+
     def _query(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
         with self._lock, self._translated():
             return self._conn.execute(sql, tuple(params)).fetchall()

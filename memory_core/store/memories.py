@@ -55,6 +55,9 @@ class NewMemory:
     timestamp_sent: str | None = None  # the writer's timestamp text, verbatim (None: not sent)
 
 
+# signatures kept in memory by ``minhashes`` (about 0.6 KB each at 64 permutations)
+MINHASH_ROWS_KEPT = 32_768
+
 _MEMORY_COLUMNS = ("m.rowid, m.space_id, m.content, m.content_hash, m.memory_type, m.passage_id, "
                    "m.document_id, m.metadata, m.entities, m.timestamp, m.recorded_at, "
                    "m.occurred_start, m.occurred_end, m.user_id, m.agent_id, m.session_id, "
@@ -152,15 +155,34 @@ class MemoryQueries(Database):
                              "memory_rowid IN ({marks}) ORDER BY path", rowids)
 
     def minhashes(self, rowids: Iterable[int]) -> dict[int, tuple[str, bytes | None]]:
-        """(content hash, MinHash signature bytes) per row, for dedup."""
+        """(content hash, MinHash signature bytes) per row, for dedup (rows not in the store
+        are absent). Every retrieve reads its whole candidate pool's, so rows once read are
+        kept (up to :data:`MINHASH_ROWS_KEPT`): a memory row never changes once written. They
+        are dropped whenever the store's stamp moves all the same, so a row number that a
+        rolled-back write had used and a later write uses again is read afresh."""
         ids = sorted(set(rowids))
-        out: dict[int, tuple[str, bytes | None]] = {}
-        for chunk in _chunks(ids, 500):
+        stamp = self.store_stamp()
+        kept: dict[int, tuple[str, bytes | None]] = self.__dict__.setdefault("_minhash_rows", {})
+        if self.__dict__.get("_minhash_stamp") != stamp or len(kept) > MINHASH_ROWS_KEPT:
+            kept.clear()
+            self.__dict__["_minhash_stamp"] = stamp
+        for chunk in _chunks([r for r in ids if r not in kept], 500):
             marks = ",".join("?" * len(chunk))
             for r in self._query(f"SELECT rowid, content_hash, minhash FROM memories "
                                  f"WHERE rowid IN ({marks})", chunk):
-                out[int(r[0])] = (r[1], unpack_minhash(r[2]))
-        return out
+                kept[int(r[0])] = (r[1], unpack_minhash(r[2]))
+        return {r: kept[r] for r in ids if r in kept}
+
+    def holds_sources(self) -> bool:
+        """Whether any memory of the store names sources (an observation does): without one,
+        no fact has a note. Kept until the store's stamp moves."""
+        stamp = self.store_stamp()
+        kept = self.__dict__.get("_holds_sources")
+        if kept is None or kept[0] != stamp:
+            kept = (stamp, self._query("SELECT MAX(source_rowid) FROM memory_sources")[0][0]
+                    is not None)
+            self.__dict__["_holds_sources"] = kept
+        return kept[1]
 
     def notes_of(self, source_rowids: Iterable[int], flt: SqlFilter) -> dict[int, list[int]]:
         """For each fact row, the observation rows built from it that pass ``flt``."""
@@ -197,8 +219,7 @@ class MemoryQueries(Database):
         ms at 100,000), so a count is kept until a write moves the versions it was read at
         (memories are only ever added; a write by another connection moves them too)."""
         if space_id is None:
-            stamp = tuple(self._query("SELECT COALESCE(SUM(version), 0), COUNT(*) "
-                                      "FROM space_versions")[0])
+            stamp: tuple = (self.store_stamp(),)
         else:
             stamp = tuple(self._query("SELECT COALESCE(MAX(version), 0) FROM space_versions "
                                       "WHERE space_id = ?", (space_id,))[0])

@@ -35,6 +35,7 @@ class SearchQueries(Database):
         self._tokenizer_lock = threading.Lock()
         # keyword_store_df's counts, with the store stamp they were read at (key "stamp")
         self._df_cache: dict[Any, Any] = {}
+        self._term_tables = False  # keyword_term_df's fts5vocab tables made on this connection
 
     def space_embeddings(self, space_id: str) -> tuple[np.ndarray, np.ndarray]:
         """(rowids, float32 matrix) of every memory of a space, for building the vector index."""
@@ -256,8 +257,7 @@ class SearchQueries(Database):
         """Store-wide (own, context) document counts of each phrase (context 0 when not
         ``context``). Each count reads the phrase's every match, so counts are kept until a
         write moves any space's version (one indexed read checks)."""
-        stamp = tuple(self._query("SELECT COALESCE(SUM(version), 0), COUNT(*) "
-                                  "FROM space_versions")[0])
+        stamp = self.store_stamp()
         if self._df_cache.get("stamp") != stamp:
             self._df_cache.clear()
             self._df_cache["stamp"] = stamp
@@ -277,6 +277,36 @@ class SearchQueries(Database):
                 self._df_cache[key] = kept
             out.append(kept)
         return out
+
+    def keyword_term_df(self, terms: Sequence[str], context: bool) -> list[tuple[int, int]]:
+        """Store-wide (own, context) document counts of each indexed term (context 0 when
+        not ``context``): :meth:`keyword_store_df`'s counts for one-token phrases, read for
+        all the terms at once from each full-text index's term list (``fts5vocab``, in this
+        connection's ``temp`` schema) instead of one match per phrase and table. Kept like
+        :meth:`keyword_store_df`'s."""
+        stamp = self.store_stamp()
+        with self._lock:
+            if self._df_cache.get("stamp") != stamp or len(self._df_cache) > 50_000:
+                self._df_cache.clear()
+                self._df_cache["stamp"] = stamp
+            missing = sorted({t for t in terms if ("term", t, context) not in self._df_cache})
+            if missing:
+                if not self._term_tables:
+                    for table in ("memories_fts", "memories_ctx"):
+                        self._query(f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.{table}_terms "
+                                    f"USING fts5vocab(main, {table}, row)")
+                    self._term_tables = True
+                marks = ",".join("?" * len(missing))
+                own: dict[str, int] = {r[0]: r[1] for r in self._query(
+                    f"SELECT term, doc FROM temp.memories_fts_terms WHERE term IN ({marks})",
+                    missing)}
+                ctx: dict[str, int] = {r[0]: r[1] for r in self._query(
+                    f"SELECT term, doc FROM temp.memories_ctx_terms WHERE term IN ({marks})",
+                    missing)} if context else {}
+                for t in missing:
+                    self._df_cache[("term", t, context)] = (int(own.get(t, 0)),
+                                                            int(ctx.get(t, 0)))
+            return [self._df_cache[("term", t, context)] for t in terms]
 
     def eligible_among(self, rowids: Sequence[int], flt: SqlFilter) -> set[int]:
         """Those of ``rowids`` that pass ``flt``."""

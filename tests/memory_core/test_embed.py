@@ -35,3 +35,47 @@ def test_cache_commits_without_waiting_for_the_disk(tmp_path, hash_embedder):
     assert (cached.hits, cached.misses) == (2, 2)
     with sqlite3.connect(cached.path) as conn:  # written through, visible to another reader
         assert conn.execute("SELECT COUNT(*) FROM emb").fetchone()[0] == 2
+
+
+def test_query_rows_wait_in_memory_and_are_written_together(tmp_path, hash_embedder):
+    """A single text's new row is not committed on its own (a commit per query was half a
+    millisecond of it): it is served from memory, and written with the next batch, at
+    ``PENDING_MAX`` waiting rows, or by ``flush``."""
+    from memory_core import embed
+
+    def stored() -> int:
+        with sqlite3.connect(cached.path) as conn:
+            return conn.execute("SELECT COUNT(*) FROM emb").fetchone()[0]
+
+    cached = CachedEmbedder(hash_embedder, tmp_path)
+    first = cached.embed(["one question"])
+    assert stored() == 0
+    assert np.array_equal(cached.embed(["one question"]), first)
+    assert (cached.hits, cached.misses) == (1, 1)
+    cached.flush()
+    assert stored() == 1
+    assert np.array_equal(CachedEmbedder(hash_embedder, tmp_path).embed(["one question"]), first)
+    for i in range(embed.PENDING_MAX - 1):
+        cached.embed([f"question {i}"])
+    assert stored() == 1
+    cached.embed(["the last that waits"])
+    assert stored() == 1 + embed.PENDING_MAX
+    cached.embed(["another question"])
+    cached.embed(["a batch", "of two"])  # a batch writes what waits with its own rows
+    assert stored() == 1 + embed.PENDING_MAX + 3
+
+
+def test_an_engine_flush_writes_the_query_rows(tmp_path, hash_embedder):
+    from memory_core import MemoryEngine
+    from memory_core.config import CacheSpec, EngineSpec
+
+    cached = CachedEmbedder(hash_embedder, tmp_path / "cache")
+    with MemoryEngine.open(tmp_path / "store", EngineSpec(cache=CacheSpec(enabled=False)),
+                           embedder=cached) as eng:
+        eng.create_space("s")
+        eng.write_many("s", [{"content": "the garden hose"}, {"content": "a puppy"}])
+        eng.retrieve(query="who chewed the hose?", space_id="s", mode="fast")
+        assert len(cached._pending) == 1
+    assert not cached._pending  # close flushed
+    with sqlite3.connect(cached.path) as conn:
+        assert conn.execute("SELECT COUNT(*) FROM emb").fetchone()[0] == 3

@@ -339,3 +339,29 @@ def test_config_checks_the_choice():
         ChannelsSpec(keyword_index_threshold=-1)
     with pytest.raises(ValueError, match="index must be"):
         keyword.search(None, "a", "q", SqlFilter(), 5, index="elastic")  # type: ignore[arg-type]
+
+
+def test_term_counts_from_the_term_lists_equal_fts5s_matches(hash_embedder):
+    """``keyword_term_df`` (both full-text indexes' ``fts5vocab`` term lists, all terms in
+    one read) counts what ``keyword_store_df`` counts with one match per phrase and table,
+    also after later writes replaced turns' context rows, and a write makes it read again."""
+    eng = _engine(hash_embedder, "postings", seed=3)
+    try:
+        store = eng.store
+        words = sorted({w.lower() for w in WORDS} | {"absent", "the"})
+        terms = store.query_terms(words)
+        pairs = [(w, t) for w, t in zip(words, terms, strict=True) if t is not None]
+
+        def check() -> list[tuple[int, int]]:
+            for context in (False, True):
+                want = store.keyword_store_df([f'"{w}"' for w, _ in pairs], context)
+                got = store.keyword_term_df([t for _, t in pairs], context)
+                assert got == want
+            return got
+
+        first = check()
+        assert any(own for own, _ in first) and any(ctx for _, ctx in first)
+        eng.write_many("a", _items(random.Random(9), 30, sessions=2))  # replaces contexts
+        assert check() != first
+    finally:
+        eng.close()
