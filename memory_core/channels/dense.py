@@ -59,7 +59,7 @@ from memory_core import index_files
 from memory_core.config import ChannelsSpec
 from memory_core.index_files import DamageReason, IndexFileError, IndexHeader
 from memory_core.store import SqlFilter, Store
-from memory_core.types import Candidate, Channel
+from memory_core.types import Candidate, Channel, new_candidate
 
 log = logging.getLogger(__name__)
 
@@ -339,8 +339,8 @@ class DenseIndex:
                  for score, rowid in zip(scores[0].tolist(), ids[0].tolist(), strict=True)
                  if rowid >= 0]
         name = Channel.DENSE.value
-        return [Candidate(f"mem_{rowid}", score, rank, Channel.DENSE,
-                          MappingProxyType({name: rank}), space_id)
+        return [new_candidate(f"mem_{rowid}", score, rank, Channel.DENSE,
+                              MappingProxyType({name: rank}), space_id)
                 for rank, (score, rowid) in enumerate(found, start=1)]
 
     def _search_hnsw(self, index, q: np.ndarray, k: int, sel, share: float

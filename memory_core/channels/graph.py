@@ -40,7 +40,7 @@ from collections.abc import Sequence
 from types import MappingProxyType
 
 from memory_core.store import SqlFilter, Store, memory_id_of, rowid_of
-from memory_core.types import Candidate, Channel
+from memory_core.types import Candidate, Channel, new_candidate
 
 
 def expand(store: Store, space_id: str, seeds: Sequence[Candidate], flt: SqlFilter,
@@ -84,6 +84,7 @@ def expand(store: Store, space_id: str, seeds: Sequence[Candidate], flt: SqlFilt
         return []
     top = max(scores[r] for r in order)
     listed = [(r, top) for r in anchors] + [(r, scores[r]) for r in order]
-    return [Candidate(memory_id_of(r), score, rank_offset + i + 1, Channel.GRAPH,
-                      MappingProxyType({Channel.GRAPH.value: rank_offset + i + 1}), space_id)
-            for i, (r, score) in enumerate(listed)]
+    name = Channel.GRAPH.value
+    return [new_candidate(memory_id_of(r), score, rank, Channel.GRAPH,
+                          MappingProxyType({name: rank}), space_id)
+            for rank, (r, score) in enumerate(listed, start=rank_offset + 1)]

@@ -32,7 +32,7 @@ import numpy as np
 
 from memory_core.store import SqlFilter, Store, memory_id_of
 from memory_core.store.postings import PostingState, TermHits, bm25_part, fts5_weightless
-from memory_core.types import Candidate, Channel
+from memory_core.types import Candidate, Channel, new_candidate
 
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 
@@ -184,9 +184,10 @@ def search(store: Store, space_id: str, query: str, flt: SqlFilter, depth: int,
     elif hits is None:
         hits = space_idf_scores(store, space_id, words, flt, depth, context_weight,
                                 idf_prior_rows, stats_spaces)
-    return [Candidate(memory_id_of(rowid), score, i + 1, Channel.KEYWORD,
-                      MappingProxyType({Channel.KEYWORD.value: i + 1}), space_id)
-            for i, (rowid, score) in enumerate(hits)]
+    name = Channel.KEYWORD.value
+    return [new_candidate(memory_id_of(rowid), score, rank, Channel.KEYWORD,
+                          MappingProxyType({name: rank}), space_id)
+            for rank, (rowid, score) in enumerate(hits, start=1)]
 
 
 def postings_scores(store: Store, space_id: str, words: list[str], flt: SqlFilter,
@@ -209,10 +210,16 @@ def postings_scores(store: Store, space_id: str, words: list[str], flt: SqlFilte
     terms = store.query_terms(words)
     if any(t is None for t in terms):
         return None
-    for _ in range(_SNAPSHOT_TRIES):
-        # each refresh reads in a snapshot of its own (lock order: the index's, then the
-        # store's); the totals and counts below must be read at those same versions
-        states = [store.postings(s) for s in spaces]
+    for attempt in range(_SNAPSHOT_TRIES + 1):
+        # first the postings as they stand (no write since the last search, the common case,
+        # costs no refresh); then refreshed, each in a snapshot of its own (lock order: the
+        # index's, then the store's). The totals and counts below must be read at the
+        # versions the states hold, so they are checked in the scoring snapshot
+        found = [store.current_postings(s) if attempt == 0 else store.postings(s)
+                 for s in spaces]
+        states = [st for st in found if st is not None]
+        if len(states) < len(spaces):
+            continue
         with store.read_snapshot():
             if all(store.space_version(s) == st.version
                    for s, st in zip(spaces, states, strict=True)):

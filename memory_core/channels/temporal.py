@@ -25,7 +25,7 @@ from memory_core.channels.dense import DenseIndex
 from memory_core.filters.compile import event_overlap
 from memory_core.store import SqlFilter
 from memory_core.times import Window
-from memory_core.types import Candidate, Channel
+from memory_core.types import Candidate, Channel, new_candidate
 
 
 def window_filter(window: Window) -> SqlFilter:
@@ -40,5 +40,6 @@ def search(dense: DenseIndex, space_id: str, query_vec: np.ndarray, flt: SqlFilt
     if window is None or depth <= 0:
         return []
     hits = dense.search(space_id, query_vec, flt.and_(window_filter(window)), depth)
-    return [Candidate(c.memory_id, c.score, c.rank, Channel.TEMPORAL,
-                      MappingProxyType({Channel.TEMPORAL.value: c.rank}), space_id) for c in hits]
+    name = Channel.TEMPORAL.value
+    return [new_candidate(c.memory_id, c.score, c.rank, Channel.TEMPORAL,
+                          MappingProxyType({name: c.rank}), space_id) for c in hits]

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from types import MappingProxyType
 
 from memory_core.fusion.provenance import merge_provenance
-from memory_core.types import Candidate, Channel
+from memory_core.types import Candidate, Channel, new_candidate
 
 
 def rrf(lists: Sequence[Sequence[Candidate]], k: int = 60) -> list[Candidate]:
@@ -36,6 +36,6 @@ def rrf(lists: Sequence[Sequence[Candidate]], k: int = 60) -> list[Candidate]:
     ranks, raws, spaces = merge_provenance(lists)
     order = sorted(scores, key=lambda m: (-scores[m], min(ranks[m].values()), m))
     # the provenance dicts are this call's own: a read-only view needs no copy
-    return [Candidate(m, scores[m], i + 1, Channel.FUSED, MappingProxyType(ranks[m]), spaces[m],
-                      MappingProxyType(raws[m]))
+    return [new_candidate(m, scores[m], i + 1, Channel.FUSED, MappingProxyType(ranks[m]),
+                          spaces[m], MappingProxyType(raws[m]))
             for i, m in enumerate(order)]

@@ -34,7 +34,7 @@ from types import MappingProxyType
 
 from memory_core.fusion.normalize import Norm, normalized_scores
 from memory_core.fusion.provenance import merge_provenance
-from memory_core.types import Candidate, Channel
+from memory_core.types import Candidate, Channel, new_candidate
 
 DEFAULT_WEIGHT = 1.0
 
@@ -74,6 +74,6 @@ def weighted_sum(lists: Sequence[Sequence[Candidate]], weights: Mapping[str, flo
             fused[m] += w * get(m, floor)
     order = sorted(fused, key=lambda m: (-fused[m], min(ranks[m].values()), m))
     # the provenance dicts are this call's own: a read-only view needs no copy
-    return [Candidate(m, fused[m], i + 1, Channel.FUSED, MappingProxyType(ranks[m]), spaces[m],
-                      MappingProxyType(raws[m]))
+    return [new_candidate(m, fused[m], i + 1, Channel.FUSED, MappingProxyType(ranks[m]),
+                          spaces[m], MappingProxyType(raws[m]))
             for i, m in enumerate(order)]

@@ -202,6 +202,13 @@ class SearchQueries(Database):
                     del self._postings[space_id]
             raise
 
+    def current_postings(self, space_id: str) -> PostingState | None:
+        """The space's postings as last refreshed, without reading the store (None before the
+        first refresh): the caller checks their version in its own snapshot."""
+        with self._postings_lock:
+            index = self._postings.get(space_id)
+        return None if index is None else index.state
+
     def query_terms(self, words: Sequence[str]) -> list[str | None]:
         """The term FTS5 indexes each word as (None: not a single token)."""
         return self._fts5_tokenizer().term_of(words)

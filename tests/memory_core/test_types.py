@@ -1,0 +1,29 @@
+"""The records that flow through the engine (``memory_core/types.py``)."""
+
+from __future__ import annotations
+
+import dataclasses
+from types import MappingProxyType
+
+import pytest
+
+from memory_core.types import Candidate, Channel, new_candidate
+
+
+def test_the_fast_candidate_is_the_constructors_record():
+    """``new_candidate`` fills the fields itself (the per-query stages make hundreds of
+    candidates): it must set every field the dataclass declares, in step with it, and give a
+    record that equals, hashes and stays frozen like the constructor's."""
+    args = ("mem_7", 0.25, 3, Channel.FUSED, MappingProxyType({"dense": 2, "keyword": 5}), "s",
+            MappingProxyType({"dense": 0.5}))
+    fast, slow = new_candidate(*args), Candidate(*args)
+    assert list(vars(fast)) == [f.name for f in dataclasses.fields(Candidate)]
+    assert fast == slow and repr(fast) == repr(slow)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        fast.score = 1.0  # type: ignore[misc]
+    bare = new_candidate("mem_1", 1.0, 1, Channel.DENSE)
+    assert bare == Candidate("mem_1", 1.0, 1, Channel.DENSE)
+    assert dict(bare.channel_ranks) == {} and dict(bare.channel_scores) == {}
+    moved = slow.moved(1, 0.9)
+    assert moved == dataclasses.replace(slow, rank=1, score=0.9)
+    assert slow.moved(4) == dataclasses.replace(slow, rank=4)
