@@ -14,7 +14,9 @@ from memory_core.embed import CachedEmbedder, SentenceTransformerEmbedder
 @pytest.mark.model
 def test_one_text_path_gives_encodes_row_bit_for_bit():
     emb = SentenceTransformerEmbedder(EmbedSpec(use_cache=False))
-    texts = ["When did Caroline go to the LGBTQ support group?", "pnpm over npm", "a " * 300]
+    texts = ["When did Caroline go to the LGBTQ support group?", "pnpm over npm", "a " * 300,
+             "", "   padded\twith  space   ", "Ünïcödé café naïve ✓ 日本語 🙂", "x" * 3000,
+             "Did Mel's kids paint the sunset? " * 40]
     model = emb._load()
     for text in texts:
         ref = model.encode([text], batch_size=emb.spec.batch_size, normalize_embeddings=True,
@@ -22,6 +24,8 @@ def test_one_text_path_gives_encodes_row_bit_for_bit():
         got = emb.embed([text])
         assert got.shape == (1, emb.dim) and got.dtype == np.float32
         assert np.array_equal(got, ref)
+    # the one-text path tokenizes through the backend directly (not a fallback to preprocess)
+    assert emb._query_tokenizer
     batch = emb.embed(texts)  # a batch goes through encode, row i is text i's row
     assert np.allclose(batch[0], emb.embed([texts[0]])[0], atol=1e-6)
 
