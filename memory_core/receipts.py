@@ -19,7 +19,7 @@ from typing import Any
 from memory_core.errors import ErrorCode, MemoryCoreError
 from memory_core.trace import Trace
 from memory_core.types import (Candidate, Drop, DropReason, Ranked, RetrieveRequest,
-                               SearchedEntry, frozen_map)
+                               SearchedEntry, frozen_map, new_drop)
 
 SCHEMA_VERSION = 2
 """The receipt layout this engine writes; it reads this one and version 1 (no version field:
@@ -125,8 +125,9 @@ def cut_min_score(ranked: Ranked, min_score: float | None) -> Ranked:
 def cut_limit(ranked: Ranked, limit: int) -> Ranked:
     """Keep the first ``limit`` candidates; the rest are ``limit`` drops."""
     head, tail = ranked.candidates[:limit], ranked.candidates[limit:]
-    drops = [Drop(c.memory_id, DropReason.LIMIT, "limit", c.score, c.rank, f"limit={limit}",
-                  c.space_id) for c in tail]
+    detail = f"limit={limit}"
+    drops = [new_drop(c.memory_id, DropReason.LIMIT, "limit", c.score, c.rank, detail,
+                      c.space_id) for c in tail]
     return ranked.reranked(head, drops)
 
 

@@ -211,6 +211,22 @@ class Drop:
                 "space_id": self.space_id}
 
 
+def new_drop(memory_id: str, reason: DropReason, stage: str, score: float, rank: int,
+             detail: str | None = None, space_id: str | None = None) -> Drop:
+    """``Drop(...)`` for the cuts that record most of a pool (``limit`` cuts every candidate
+    past the page), filled like :func:`new_candidate`: the same, equally frozen record."""
+    d = _new(Drop)
+    fields = d.__dict__
+    fields["memory_id"] = memory_id
+    fields["reason"] = reason
+    fields["stage"] = stage
+    fields["score"] = score
+    fields["rank"] = rank
+    fields["detail"] = detail
+    fields["space_id"] = space_id
+    return d
+
+
 @dataclass(frozen=True)
 class Ranked:
     """An immutable ranked candidate list plus every drop made so far."""

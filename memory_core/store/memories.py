@@ -119,13 +119,15 @@ class MemoryQueries(Database):
             marks = ",".join("?" * len(chunk))
             rows = self._query(f"SELECT {_MEMORY_COLUMNS} FROM memories m "
                                f"WHERE m.rowid IN ({marks})", chunk)
+            any_sources, any_tags = self._holdings()
             tags: dict[int, list[str]] = {}
             for r in self._query(f"SELECT memory_rowid, tag FROM memory_tags WHERE memory_rowid "
-                                 f"IN ({marks}) ORDER BY tag", chunk):
+                                 f"IN ({marks}) ORDER BY tag", chunk) if any_tags else ():
                 tags.setdefault(r[0], []).append(r[1])
             sources: dict[int, list[int]] = {}
             for r in self._query(f"SELECT note_rowid, source_rowid FROM memory_sources WHERE "
-                                 f"note_rowid IN ({marks}) ORDER BY position", chunk):
+                                 f"note_rowid IN ({marks}) ORDER BY position",
+                                 chunk) if any_sources else ():
                 sources.setdefault(r[0], []).append(r[1])
             for r in rows:
                 out[r["rowid"]] = _memory(r, tags.get(r["rowid"], []), sources.get(r["rowid"], []))
@@ -175,13 +177,24 @@ class MemoryQueries(Database):
 
     def holds_sources(self) -> bool:
         """Whether any memory of the store names sources (an observation does): without one,
-        no fact has a note. Kept until the store's stamp moves."""
+        no fact has a note and no memory has source ids."""
+        return self._holdings()[0]
+
+    def holds_tags(self) -> bool:
+        """Whether any memory of the store has a tag."""
+        return self._holdings()[1]
+
+    def _holdings(self) -> tuple[bool, bool]:
+        """(any source link, any tag) in the store, from each table's index (two reads of an
+        index's last entry), kept until the store's stamp moves: raw conversation turns have
+        neither, and every retrieve would otherwise look both up for its results."""
         stamp = self.store_stamp()
-        kept = self.__dict__.get("_holds_sources")
+        kept = self.__dict__.get("_holds")
         if kept is None or kept[0] != stamp:
-            kept = (stamp, self._query("SELECT MAX(source_rowid) FROM memory_sources")[0][0]
-                    is not None)
-            self.__dict__["_holds_sources"] = kept
+            row = self._query("SELECT (SELECT MAX(source_rowid) FROM memory_sources), "
+                              "(SELECT MAX(tag) FROM memory_tags)")[0]
+            kept = (stamp, (row[0] is not None, row[1] is not None))
+            self.__dict__["_holds"] = kept
         return kept[1]
 
     def notes_of(self, source_rowids: Iterable[int], flt: SqlFilter) -> dict[int, list[int]]:

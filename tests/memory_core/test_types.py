@@ -7,7 +7,7 @@ from types import MappingProxyType
 
 import pytest
 
-from memory_core.types import Candidate, Channel, new_candidate
+from memory_core.types import Candidate, Channel, Drop, DropReason, new_candidate, new_drop
 
 
 def test_the_fast_candidate_is_the_constructors_record():
@@ -27,3 +27,14 @@ def test_the_fast_candidate_is_the_constructors_record():
     moved = slow.moved(1, 0.9)
     assert moved == dataclasses.replace(slow, rank=1, score=0.9)
     assert slow.moved(4) == dataclasses.replace(slow, rank=4)
+
+
+def test_the_fast_drop_is_the_constructors_record():
+    args = ("mem_3", DropReason.LIMIT, "limit", 0.0, 12, "limit=10", "s")
+    fast, slow = new_drop(*args), Drop(*args)
+    assert list(vars(fast)) == [f.name for f in dataclasses.fields(Drop)]
+    assert fast == slow and fast.to_dict() == slow.to_dict()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        fast.rank = 1  # type: ignore[misc]
+    assert new_drop("mem_1", DropReason.DEDUP, "dedup", 0.5, 2) == \
+        Drop("mem_1", DropReason.DEDUP, "dedup", 0.5, 2)
