@@ -116,12 +116,17 @@ def collapse_duplicates(ranked: Ranked, signatures: Mapping[str, tuple[str, byte
     found = [signatures.get(c.memory_id, ("", None)) for c in cands]
     similar: dict[int, list[int]] = {}  # candidate index -> better-ranked similar ones
     if spec.near:
+        present = [(i, sig) for i, (_, sig) in enumerate(found) if sig is not None]
+        widths = {len(sig) for _, sig in present}
+        for i, sig in present if any(w % 8 for w in widths) else ():
+            if len(sig) % 8:
+                raise ValueError(f"MinHash signature of {cands[i].memory_id} is {len(sig)} "
+                                 "bytes, not whole uint64 values")
         by_width: dict[int, list[tuple[int, bytes]]] = {}  # bytes per signature -> (index, sig)
-        for i, (_, sig) in enumerate(found):
-            if sig is not None:
-                if len(sig) % 8:
-                    raise ValueError(f"MinHash signature of {cands[i].memory_id} is {len(sig)} "
-                                     "bytes, not whole uint64 values")
+        if len(widths) == 1:  # the usual pool: one width, one group in candidate order
+            by_width[widths.pop()] = present
+        else:
+            for i, sig in present:
                 by_width.setdefault(len(sig), []).append((i, sig))
         for group in by_width.values():
             if len(group) > 1:

@@ -43,7 +43,7 @@ from memory_core.rerank.cross_encoder import Reranker
 from memory_core.rerank.stacked import RelevanceModel
 from memory_core.search import (boosted, candidates_for_space, evidence_probe,  # noqa: F401
                                 merge_across_spaces)
-from memory_core.store import SqlFilter, Store, memory_id_of, require_rowid, rowid_of
+from memory_core.store import SqlFilter, Store, require_rowid, rowid_of
 from memory_core.trace import DedupTrace, TimeTrace, Trace
 from memory_core.types import (Candidate, ContextHit, Drop, Include, MemoryType, Mode, Ranked,
                                Result, RetrieveRequest, Tier, frozen_map)
@@ -232,8 +232,9 @@ def _dedup(comp: Components, request: RetrieveRequest, ranked: Ranked
     ``include_duplicates`` (seed rule) only near-duplicates come back; byte-identical copies
     stay collapsed (their dedup drops are in the receipt), and the record lists what dedup
     would have hidden."""
-    rows = [rowid_of(c.memory_id) for c in ranked.candidates]
-    signatures = {memory_id_of(r): v for r, v in comp.store.minhashes(r for r in rows if r).items()}
+    rows = {m: r for c in ranked.candidates if (r := rowid_of(m := c.memory_id)) is not None}
+    found = comp.store.minhashes(rows.values())
+    signatures = {m: found[r] for m, r in rows.items() if r in found}
     collapsed = collapse_duplicates(ranked, signatures, comp.spec.dedup)
     if not request.include_duplicates:
         return collapsed, None

@@ -62,7 +62,8 @@ class ReadPath:
         versions = self.store.versions() if self.spec.cache.enabled else {}
         day = None if req.query_timestamp else format_instant(self.clock())[:10]
         key = cache_key(req, day, {"recent_session": recent_session, "mode_given":
-                                   body.get("mode") is not None, "context_call": context_call})
+                                   body.get("mode") is not None, "context_call": context_call}
+                        ) if self.spec.cache.enabled else ""  # a disabled cache keys nothing
         trace_id = new_receipt_id()
         now = format_instant(self.clock())
         entry = self.cache.get(key, versions)
