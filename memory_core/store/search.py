@@ -25,9 +25,8 @@ class SearchQueries(Database):
 
     def __init__(self, path: str | Path):
         super().__init__(path)
-        # fulltext_sizes' counts per set of spaces, with the space versions they were read at
-        self._sizes_cache: dict[tuple[str, ...], tuple[tuple[tuple[str, int], ...],
-                                                       tuple[int, int, int, int]]] = {}
+        # fulltext_sizes' counts per set of spaces, with the store stamp they were read at
+        self._sizes_cache: dict[tuple[str, ...], tuple[int, tuple[int, int, int, int]]] = {}
         # in-memory BM25 postings of large spaces (store/postings.py), built on first use
         self._postings: dict[str, PostingIndex] = {}
         self._postings_lock = threading.Lock()
@@ -36,6 +35,8 @@ class SearchQueries(Database):
         # keyword_store_df's counts, with the store stamp they were read at (key "stamp")
         self._df_cache: dict[Any, Any] = {}
         self._term_tables = False  # keyword_term_df's fts5vocab tables made on this connection
+        # fulltext_totals' two (rows, tokens) pairs, with the store stamp they were read at
+        self._totals_cache: tuple[int, tuple[tuple[int, int], tuple[int, int]]] | None = None
 
     def space_embeddings(self, space_id: str) -> tuple[np.ndarray, np.ndarray]:
         """(rowids, float32 matrix) of every memory of a space, for building the vector index."""
@@ -162,12 +163,10 @@ class SearchQueries(Database):
 
         Every memory has a ``memories_fts`` row; ``memories_ctx`` rows are counted through
         FTS5's ``memories_ctx_docsize`` table (one row per document, keyed by rowid). Counting
-        reads every row, so the four counts are kept until a write moves any space's version
-        (memories are only ever added, each batch moving its spaces' versions; a write by
-        another connection moves them too).
+        reads every row, so the four counts are kept until the store's stamp moves (any write,
+        by this connection or another; one read, whatever the number of spaces).
         """
-        stamp = tuple((r[0], r[1]) for r in self._query(
-            "SELECT space_id, version FROM space_versions ORDER BY space_id"))
+        stamp = self.store_stamp()
         key = tuple(sorted(set(space_ids)))
         cached = self._sizes_cache.get(key)
         if cached is not None and cached[0] == stamp:
@@ -253,11 +252,17 @@ class SearchQueries(Database):
 
     def fulltext_totals(self) -> tuple[tuple[int, int], tuple[int, int]]:
         """(rows, tokens) of ``memories_fts`` and of ``memories_ctx``, from FTS5's own
-        averages records: the N and the average length its ``bm25()`` uses."""
+        averages records: the N and the average length its ``bm25()`` uses. Kept until the
+        store's stamp moves (read in the caller's snapshot, when it holds one)."""
+        stamp = self.store_stamp()
+        kept = self._totals_cache
+        if kept is not None and kept[0] == stamp:
+            return kept[1]
         out = []
         for table in ("memories_fts", "memories_ctx"):
             row = self._query(f"SELECT block FROM {table}_data WHERE id = 1")
             out.append(fts5_totals(row[0][0] if row else None))
+        self._totals_cache = (stamp, (out[0], out[1]))
         return out[0], out[1]
 
     def keyword_store_df(self, phrases: Sequence[str], context: bool) -> list[tuple[int, int]]:
