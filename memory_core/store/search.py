@@ -267,28 +267,29 @@ class SearchQueries(Database):
 
     def keyword_store_df(self, phrases: Sequence[str], context: bool) -> list[tuple[int, int]]:
         """Store-wide (own, context) document counts of each phrase (context 0 when not
-        ``context``). Each count reads the phrase's every match, so counts are kept until a
-        write moves any space's version (one indexed read checks)."""
-        stamp = self.store_stamp()
-        if self._df_cache.get("stamp") != stamp:
-            self._df_cache.clear()
-            self._df_cache["stamp"] = stamp
-        out = []
-        for phrase in phrases:
-            key = (phrase, context)
-            kept = self._df_cache.get(key)
-            if kept is None:
-                own = self._query("SELECT COUNT(*) FROM memories_fts WHERE memories_fts "
-                                  "MATCH ?", (phrase,))[0][0]
-                ctx = self._query("SELECT COUNT(*) FROM memories_ctx WHERE memories_ctx "
-                                  "MATCH ?", (phrase,))[0][0] if context else 0
-                kept = (int(own), int(ctx))
-                if len(self._df_cache) > 50_000:
-                    self._df_cache.clear()
-                    self._df_cache["stamp"] = stamp
-                self._df_cache[key] = kept
-            out.append(kept)
-        return out
+        ``context``). Each count reads the phrase's every match, so counts are kept until the
+        store's stamp moves (any write)."""
+        with self._lock:  # keyword_term_df shares the cache
+            stamp = self.store_stamp()
+            if self._df_cache.get("stamp") != stamp:
+                self._df_cache.clear()
+                self._df_cache["stamp"] = stamp
+            out = []
+            for phrase in phrases:
+                key = (phrase, context)
+                kept = self._df_cache.get(key)
+                if kept is None:
+                    own = self._query("SELECT COUNT(*) FROM memories_fts WHERE memories_fts "
+                                      "MATCH ?", (phrase,))[0][0]
+                    ctx = self._query("SELECT COUNT(*) FROM memories_ctx WHERE memories_ctx "
+                                      "MATCH ?", (phrase,))[0][0] if context else 0
+                    kept = (int(own), int(ctx))
+                    if len(self._df_cache) > 50_000:
+                        self._df_cache.clear()
+                        self._df_cache["stamp"] = stamp
+                    self._df_cache[key] = kept
+                out.append(kept)
+            return out
 
     def keyword_term_df(self, terms: Sequence[str], context: bool) -> list[tuple[int, int]]:
         """Store-wide (own, context) document counts of each indexed term (context 0 when
@@ -296,8 +297,8 @@ class SearchQueries(Database):
         all the terms at once from each full-text index's term list (``fts5vocab``, in this
         connection's ``temp`` schema) instead of one match per phrase and table. Kept like
         :meth:`keyword_store_df`'s."""
-        stamp = self.store_stamp()
-        with self._lock:
+        with self._lock:  # keyword_store_df shares the cache
+            stamp = self.store_stamp()
             if self._df_cache.get("stamp") != stamp or len(self._df_cache) > 50_000:
                 self._df_cache.clear()
                 self._df_cache["stamp"] = stamp
