@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 import sqlite3
 import threading
 import weakref
@@ -20,6 +21,8 @@ from typing import Any, Literal, Protocol, runtime_checkable
 import numpy as np
 
 from memory_core.config import PACKAGED_MINILM, EmbedSpec, default_cache_dir
+
+log = logging.getLogger(__name__)
 
 
 @runtime_checkable
@@ -84,14 +87,19 @@ class QueryTokenizer:
 
     ``SentenceTransformer.preprocess`` reaches the same backend through the ``transformers``
     wrapper, whose per-call set-up cost about 0.7 ms of a query's embedding on 2 cores
-    (against 0.05 ms here). The backend is a copy of the model's, set once the way
-    sentence-transformers calls it (truncation to ``max_seq_length``, longest first; one text
-    needs no padding), and the text is stripped as it strips it: the same token ids, so the
-    same row bit for bit (``tests/memory_core/test_embed.py``).
+    (against 0.05 ms here). The backend is a copy of the model's, set once the way the wrapper
+    sets it for one text (truncation to ``max_seq_length``, longest first, on the tokenizer's
+    truncation side; one text needs no padding). It is used only for a model where it was
+    checked, at set-up, to give ``preprocess``'s very features on :data:`PROBES` (plain text,
+    the padded, accented, emoji and over-long texts among them); any other model, or any
+    error in that check, keeps ``preprocess``. The same features give the same row bit for
+    bit (``tests/memory_core/test_embed.py``).
     """
 
     # the features a BERT-like model reads, and the encoding's field each is read from
     FIELDS = {"input_ids": "ids", "token_type_ids": "type_ids", "attention_mask": "attention_mask"}
+    PROBES = ("probe", "  When did Caroline go to the LGBTQ support group?  ", "",
+              "Ünïcödé café naïve ✓ 日本語 🙂\tend", "x" * 2000, "Did Mel paint it? " * 200)
 
     def __init__(self, backend: Any, constants: dict[str, Any], tensors: list[str]):
         self._backend = backend
@@ -100,30 +108,47 @@ class QueryTokenizer:
 
     @classmethod
     def of(cls, model: Any) -> QueryTokenizer | None:
-        """The model's query tokenizer, or None where the direct call could differ from
-        ``preprocess`` (no fast tokenizer, lower-casing in the module, other features)."""
+        """The model's query tokenizer, or None where the direct call does not give
+        ``preprocess``'s features (or checking it fails)."""
+        try:
+            return cls._checked(model)
+        except Exception:  # noqa: BLE001 - any failure keeps preprocess, which is never wrong
+            log.warning("query tokenizer: %s keeps preprocess", type(model).__name__,
+                     exc_info=True)
+            return None
+
+    @classmethod
+    def _checked(cls, model: Any) -> QueryTokenizer | None:
         import torch
         from tokenizers import Tokenizer
 
-        first = model[0] if len(model) else None
-        backend = getattr(getattr(model, "tokenizer", None), "backend_tokenizer", None)
-        if backend is None or getattr(first, "do_lower_case", False) \
-                or not isinstance(model.max_seq_length, int):
+        tokenizer = getattr(model, "tokenizer", None)
+        backend = getattr(tokenizer, "backend_tokenizer", None)
+        if backend is None or not isinstance(model.max_seq_length, int):
             return None
-        probe = model.preprocess(["probe"])
+        probe = model.preprocess([cls.PROBES[0]])
         tensors = [k for k, v in probe.items() if isinstance(v, torch.Tensor)]
-        if not tensors or any(k not in cls.FIELDS for k in tensors):
+        if probe.get("modality", "text") != "text" or not tensors \
+                or any(k not in cls.FIELDS for k in tensors):
             return None
         own = Tokenizer.from_str(backend.to_str())
-        own.enable_truncation(max_length=model.max_seq_length, strategy="longest_first")
+        own.enable_truncation(max_length=model.max_seq_length, strategy="longest_first",
+                              direction=getattr(tokenizer, "truncation_side", "right"))
         own.no_padding()
-        constants = {k: v for k, v in probe.items() if k not in tensors}
-        return cls(own, constants, tensors)
+        made = cls(own, {k: v for k, v in probe.items() if k not in tensors}, tensors)
+        for text in cls.PROBES:
+            want = model.preprocess([text])
+            got = made.features(text, "cpu")
+            if set(got) != set(want) or any(
+                    not (torch.equal(got[k], want[k].cpu()) if k in tensors else got[k] == want[k])
+                    for k in got):
+                return None
+        return made
 
     def features(self, text: str, device: Any) -> dict[str, Any]:
         import torch
 
-        enc = self._backend.encode(text.strip())
+        enc = self._backend.encode(text)
         out = dict(self._constants)
         for key in self._tensors:
             out[key] = torch.tensor([getattr(enc, self.FIELDS[key])], dtype=torch.int64,

@@ -109,8 +109,10 @@ class MemoryEngine:
             flush_cache()
 
     def close(self) -> None:
-        self.flush()
-        self.store.close()
+        try:
+            self.flush()
+        finally:  # a failed flush still closes the store (and then raises)
+            self.store.close()
 
     def __enter__(self) -> MemoryEngine:
         return self

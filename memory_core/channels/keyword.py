@@ -199,8 +199,8 @@ def postings_scores(store: Store, space_id: str, words: list[str], flt: SqlFilte
 
     ``fts5_stats``: IDF from the store-wide counts, with the words FTS5 weighs at its floor
     left out as :func:`search` does; else the IDF of ``spaces``' union smoothed with
-    ``prior_rows`` (:func:`space_idf_scores`). Store-wide counts come from FTS5 (one
-    ``COUNT`` per word and table, kept until a write) unless ``spaces`` hold the whole store.
+    ``prior_rows`` (:func:`space_idf_scores`). Store-wide counts come from FTS5's term lists
+    (``Store.keyword_term_df``, kept until a write) unless ``spaces`` hold the whole store.
     The postings, FTS5's totals and those counts are read in one snapshot of the store, and
     every score is computed with FTS5's own operations in FTS5's order (its ``bm25()`` sums
     the words in query order; the FTS5 paths then add the context's sum times its weight, or

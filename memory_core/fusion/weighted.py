@@ -66,7 +66,8 @@ def weighted_sum(lists: Sequence[Sequence[Candidate]], weights: Mapping[str, flo
         per_list.append((w, dict(zip([c.memory_id for c in lst], normed, strict=True)),
                          min(normed)))
     ranks, raws, spaces = merge_provenance(lists)
-    # summed list by list in list order from int 0, as sum() over the lists would: the same floats
+    # summed list by list in list order from int 0, as sum() over the lists does on the
+    # Python this project pins (< 3.12; 3.12's sum() compensates rounding): the same floats
     fused: dict[str, float] = dict.fromkeys(ranks, 0)
     for w, scores, floor in per_list:
         get = scores.get

@@ -98,11 +98,12 @@ class Database:
             self._conn.execute("COMMIT")
 
     def store_stamp(self) -> int:
-        """The store's newest memory row: memories are only ever added (never changed or
-        removed) and every write that changes what a read sees (rows, full-text contexts,
-        space versions) adds one, so this moves on every committed write, by this connection
-        or another. One read of the row index's last entry, whatever the store's size. The
-        store's read caches are kept by it."""
+        """The store's newest memory row. Memories are only ever added (never changed or
+        removed), and every write to them and their side tables (tags, sources, entities, the
+        full-text rows and turn contexts, space versions) is a batch that adds one, so this
+        moves with every such committed write, by this connection or another (spaces,
+        receipts and meta values do not move it). One read of the row index's last entry,
+        whatever the store's size. The store's read caches are kept by it."""
         return int(self._query("SELECT COALESCE(MAX(rowid), 0) FROM memories")[0][0])
 
     def _query(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:

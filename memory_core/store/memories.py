@@ -181,10 +181,6 @@ class MemoryQueries(Database):
         no fact has a note and no memory has source ids."""
         return self._holdings()[0]
 
-    def holds_tags(self) -> bool:
-        """Whether any memory of the store has a tag."""
-        return self._holdings()[1]
-
     def _holdings(self) -> tuple[bool, bool]:
         """(any source link, any tag) in the store, from each table's index (two reads of an
         index's last entry), kept until the store's stamp moves: raw conversation turns have
@@ -230,8 +226,9 @@ class MemoryQueries(Database):
 
     def count_memories(self, space_id: str | None = None) -> int:
         """How many memories the space (None: the store) holds. Counting reads every row (4-6
-        ms at 100,000), so a count is kept until a write moves the versions it was read at
-        (memories are only ever added; a write by another connection moves them too)."""
+        ms at 100,000), so a count is kept until a write moves what it was read at: the
+        space's version, or for the store its stamp (memories are only ever added; a write by
+        another connection moves them too)."""
         if space_id is None:
             stamp: tuple = (self.store_stamp(),)
         else:

@@ -32,9 +32,14 @@ class SearchQueries(Database):
         self._postings_lock = threading.Lock()
         self._tokenizer: Fts5Tokenizer | None = None
         self._tokenizer_lock = threading.Lock()
-        # keyword_store_df's counts, with the store stamp they were read at (key "stamp")
+        # keyword_term_df's counts, with the store stamp they were read at (key "stamp")
         self._df_cache: dict[Any, Any] = {}
-        self._term_tables = False  # keyword_term_df's fts5vocab tables made on this connection
+        # each full-text index's term list, in this connection's temp schema: made here, out
+        # of any transaction, so no rolled-back read can take them away
+        with self._lock, self._translated():
+            for table in ("memories_fts", "memories_ctx"):
+                self._conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.{table}_terms "
+                                   f"USING fts5vocab(main, {table}, row)")
         # fulltext_totals' two (rows, tokens) pairs, with the store stamp they were read at
         self._totals_cache: tuple[int, tuple[tuple[int, int], tuple[int, int]]] | None = None
 
@@ -265,50 +270,19 @@ class SearchQueries(Database):
         self._totals_cache = (stamp, (out[0], out[1]))
         return out[0], out[1]
 
-    def keyword_store_df(self, phrases: Sequence[str], context: bool) -> list[tuple[int, int]]:
-        """Store-wide (own, context) document counts of each phrase (context 0 when not
-        ``context``). Each count reads the phrase's every match, so counts are kept until the
-        store's stamp moves (any write)."""
-        with self._lock:  # keyword_term_df shares the cache
-            stamp = self.store_stamp()
-            if self._df_cache.get("stamp") != stamp:
-                self._df_cache.clear()
-                self._df_cache["stamp"] = stamp
-            out = []
-            for phrase in phrases:
-                key = (phrase, context)
-                kept = self._df_cache.get(key)
-                if kept is None:
-                    own = self._query("SELECT COUNT(*) FROM memories_fts WHERE memories_fts "
-                                      "MATCH ?", (phrase,))[0][0]
-                    ctx = self._query("SELECT COUNT(*) FROM memories_ctx WHERE memories_ctx "
-                                      "MATCH ?", (phrase,))[0][0] if context else 0
-                    kept = (int(own), int(ctx))
-                    if len(self._df_cache) > 50_000:
-                        self._df_cache.clear()
-                        self._df_cache["stamp"] = stamp
-                    self._df_cache[key] = kept
-                out.append(kept)
-            return out
-
     def keyword_term_df(self, terms: Sequence[str], context: bool) -> list[tuple[int, int]]:
         """Store-wide (own, context) document counts of each indexed term (context 0 when
-        not ``context``): :meth:`keyword_store_df`'s counts for one-token phrases, read for
-        all the terms at once from each full-text index's term list (``fts5vocab``, in this
-        connection's ``temp`` schema) instead of one match per phrase and table. Kept like
-        :meth:`keyword_store_df`'s."""
-        with self._lock:  # keyword_store_df shares the cache
+        not ``context``): what ``COUNT(*) ... MATCH '"word"'`` counts for a word FTS5 reads as
+        that one term, read for all the terms at once from each full-text index's term list
+        (``fts5vocab``) instead of one match per word and table. Kept until the store's stamp
+        moves (any write)."""
+        with self._lock:
             stamp = self.store_stamp()
             if self._df_cache.get("stamp") != stamp or len(self._df_cache) > 50_000:
                 self._df_cache.clear()
                 self._df_cache["stamp"] = stamp
-            missing = sorted({t for t in terms if ("term", t, context) not in self._df_cache})
+            missing = sorted({t for t in terms if (t, context) not in self._df_cache})
             if missing:
-                if not self._term_tables:
-                    for table in ("memories_fts", "memories_ctx"):
-                        self._query(f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.{table}_terms "
-                                    f"USING fts5vocab(main, {table}, row)")
-                    self._term_tables = True
                 marks = ",".join("?" * len(missing))
                 own: dict[str, int] = {r[0]: r[1] for r in self._query(
                     f"SELECT term, doc FROM temp.memories_fts_terms WHERE term IN ({marks})",
@@ -317,9 +291,8 @@ class SearchQueries(Database):
                     f"SELECT term, doc FROM temp.memories_ctx_terms WHERE term IN ({marks})",
                     missing)} if context else {}
                 for t in missing:
-                    self._df_cache[("term", t, context)] = (int(own.get(t, 0)),
-                                                            int(ctx.get(t, 0)))
-            return [self._df_cache[("term", t, context)] for t in terms]
+                    self._df_cache[(t, context)] = (int(own.get(t, 0)), int(ctx.get(t, 0)))
+            return [self._df_cache[(t, context)] for t in terms]
 
     def eligible_among(self, rowids: Sequence[int], flt: SqlFilter) -> set[int]:
         """Those of ``rowids`` that pass ``flt``."""

@@ -83,3 +83,26 @@ def test_an_engine_flush_writes_the_query_rows(tmp_path, hash_embedder):
     assert not cached._pending  # close flushed
     with sqlite3.connect(cached.path) as conn:
         assert conn.execute("SELECT COUNT(*) FROM emb").fetchone()[0] == 3
+
+
+@pytest.mark.model
+def test_the_direct_tokenizer_is_refused_where_it_would_differ(monkeypatch):
+    """``QueryTokenizer.of`` checks the direct call against ``preprocess`` on its probes and
+    keeps ``preprocess`` for a model where they differ, or where the check itself fails."""
+    from memory_core.embed import QueryTokenizer
+
+    model = SentenceTransformerEmbedder(EmbedSpec(use_cache=False))._load()
+    assert QueryTokenizer.of(model) is not None
+    own = model.preprocess
+    monkeypatch.setattr(model, "preprocess", lambda texts, *a, **kw: own(
+        [f"{t} (templated)" for t in texts], *a, **kw))
+    assert QueryTokenizer.of(model) is None
+
+    class Broken:
+        max_seq_length = 256
+        tokenizer = model.tokenizer
+
+        def preprocess(self, texts):
+            raise RuntimeError("a module this check does not know")
+
+    assert QueryTokenizer.of(Broken()) is None

@@ -343,8 +343,8 @@ def test_config_checks_the_choice():
 
 def test_term_counts_from_the_term_lists_equal_fts5s_matches(hash_embedder):
     """``keyword_term_df`` (both full-text indexes' ``fts5vocab`` term lists, all terms in
-    one read) counts what ``keyword_store_df`` counts with one match per phrase and table,
-    also after later writes replaced turns' context rows, and a write makes it read again."""
+    one read) counts what one FTS5 match per phrase and table counts, also after later writes
+    replaced turns' context rows, and a write makes it read again."""
     eng = _engine(hash_embedder, "postings", seed=3)
     try:
         store = eng.store
@@ -352,9 +352,14 @@ def test_term_counts_from_the_term_lists_equal_fts5s_matches(hash_embedder):
         terms = store.query_terms(words)
         pairs = [(w, t) for w, t in zip(words, terms, strict=True) if t is not None]
 
+        def matches(table: str, word: str) -> int:
+            return store._conn.execute(f"SELECT COUNT(*) FROM {table} WHERE {table} MATCH ?",
+                                       (f'"{word}"',)).fetchone()[0]
+
         def check() -> list[tuple[int, int]]:
             for context in (False, True):
-                want = store.keyword_store_df([f'"{w}"' for w, _ in pairs], context)
+                want = [(matches("memories_fts", w), matches("memories_ctx", w) if context
+                         else 0) for w, _ in pairs]
                 got = store.keyword_term_df([t for _, t in pairs], context)
                 assert got == want
             return got
@@ -363,5 +368,21 @@ def test_term_counts_from_the_term_lists_equal_fts5s_matches(hash_embedder):
         assert any(own for own, _ in first) and any(ctx for _, ctx in first)
         eng.write_many("a", _items(random.Random(9), 30, sessions=2))  # replaces contexts
         assert check() != first
+    finally:
+        eng.close()
+
+
+def test_term_lists_survive_a_rolled_back_read(hash_embedder):
+    """The term lists live in the connection's temp schema, made at open: a read snapshot
+    that raises (and rolls back) after counting cannot take them away."""
+    eng = _engine(hash_embedder, "postings", seed=4)
+    try:
+        store = eng.store
+        with pytest.raises(RuntimeError):
+            with store.read_snapshot():
+                store.keyword_term_df(["garden"], True)
+                raise RuntimeError("a failure later in the same snapshot")
+        eng.write_many("a", _items(random.Random(5), 3, sessions=1))  # new stamp: read again
+        assert store.keyword_term_df(["garden"], True)[0][0] > 0
     finally:
         eng.close()

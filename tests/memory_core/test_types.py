@@ -13,7 +13,7 @@ from memory_core.types import Candidate, Channel, Drop, DropReason, new_candidat
 def test_the_fast_candidate_is_the_constructors_record():
     """``new_candidate`` fills the fields itself (the per-query stages make hundreds of
     candidates): it must set every field the dataclass declares, in step with it, and give a
-    record that equals, hashes and stays frozen like the constructor's."""
+    record that equals, prints and stays frozen like the constructor's."""
     args = ("mem_7", 0.25, 3, Channel.FUSED, MappingProxyType({"dense": 2, "keyword": 5}), "s",
             MappingProxyType({"dense": 0.5}))
     fast, slow = new_candidate(*args), Candidate(*args)
