@@ -58,8 +58,15 @@ class ReadPath:
             self.authorise(req.space_id, req.principal, Role.VIEWER)
         if req.fallback_space_id is not None:
             self.authorise(req.fallback_space_id, req.principal, Role.VIEWER)
-        # one SQL read a request, only when a cache can use it
-        versions = self.store.versions() if self.spec.cache.enabled else {}
+        # one indexed read a request, only when a cache can use it: an addressed read is kept
+        # by its space's version alone, a routed one by every space's (any could be picked)
+        if not self.spec.cache.enabled:
+            versions: dict[str, int] = {}
+        elif req.route is None:
+            assert req.space_id is not None  # parse_request: exactly one of space_id and route
+            versions = {req.space_id: self.store.space_version(req.space_id)}
+        else:
+            versions = self.store.versions()
         day = None if req.query_timestamp else format_instant(self.clock())[:10]
         key = cache_key(req, day, {"recent_session": recent_session, "mode_given":
                                    body.get("mode") is not None, "context_call": context_call}

@@ -98,6 +98,19 @@ def test_a_write_elsewhere_keeps_an_addressed_answer_but_not_a_routed_one(eng):
     assert eng.retrieve(query="Alice Globex", route="auto", **FAST).tier is Tier.HYBRID
 
 
+def test_an_addressed_read_checks_its_own_space_version_only(eng, monkeypatch):
+    """Every space's version is read only for a routed read (any space could be picked): an
+    addressed read's cache check is one indexed read, whatever the number of spaces."""
+    every: list[int] = []
+    versions = eng.store.versions
+    monkeypatch.setattr(eng.store, "versions", lambda: every.append(1) or versions())
+    eng.retrieve(query="Alice Globex", space_id="team", **FAST)
+    assert eng.retrieve(query="Alice Globex", space_id="team", **FAST).tier is Tier.CACHE
+    assert every == []
+    eng.retrieve(query="Alice Globex", route="auto", **FAST)
+    assert every
+
+
 def test_a_write_through_another_engine_on_the_same_store_is_seen(tmp_path, hash_embedder):
     with MemoryEngine.open(tmp_path / "s", embedder=hash_embedder) as a:
         a.create_space("team")
