@@ -114,7 +114,7 @@ class QueryTokenizer:
             return cls._checked(model)
         except Exception:  # noqa: BLE001 - any failure keeps preprocess, which is never wrong
             log.warning("query tokenizer: %s keeps preprocess", type(model).__name__,
-                     exc_info=True)
+                        exc_info=True)
             return None
 
     @classmethod
