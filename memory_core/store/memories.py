@@ -115,11 +115,11 @@ class MemoryQueries(Database):
         """Memories by row, with tags and source ids filled in."""
         ids = sorted(set(rowids))
         out: dict[int, Memory] = {}
+        any_sources, any_tags = self._holdings()  # once, not per chunk
         for chunk in _chunks(ids, 500):
             marks = ",".join("?" * len(chunk))
             rows = self._query(f"SELECT {_MEMORY_COLUMNS} FROM memories m "
                                f"WHERE m.rowid IN ({marks})", chunk)
-            any_sources, any_tags = self._holdings()
             tags: dict[int, list[str]] = {}
             for r in self._query(f"SELECT memory_rowid, tag FROM memory_tags WHERE memory_rowid "
                                  f"IN ({marks}) ORDER BY tag", chunk) if any_tags else ():
