@@ -28,9 +28,15 @@ class TraceRow(NamedTuple):
     rank: int
 
 
+_tuple_new = tuple.__new__
+
+
 def trace_rows(cands: Sequence[Candidate], depth: int) -> tuple[TraceRow, ...]:
-    """The first ``depth`` candidates of a list as trace rows (scores rounded to 6 places)."""
-    return tuple(TraceRow(c.memory_id, round(float(c.score), 6), c.rank) for c in cands[:depth])
+    """The first ``depth`` candidates of a list as trace rows (scores rounded to 6 places).
+    Every retrieve makes a few hundred: each is filled as a tuple, without the named tuple's
+    Python-level ``__new__`` (the same row)."""
+    return tuple([_tuple_new(TraceRow, (c.memory_id, round(float(c.score), 6), c.rank))
+                  for c in cands[:depth]])
 
 
 def _rows(raw: Iterable[Sequence[Any]] | None) -> tuple[TraceRow, ...]:

@@ -106,6 +106,17 @@ class Database:
         whatever the store's size. The store's read caches are kept by it."""
         return int(self._query("SELECT COALESCE(MAX(rowid), 0) FROM memories")[0][0])
 
+    def _stamped_cache(self, name: str, most: int) -> dict[Any, Any]:
+        """The read cache ``name`` for the store as it stands: a dict kept while the store's
+        stamp (:meth:`store_stamp`) stays put and it holds at most ``most`` entries, else a new
+        empty one (a new dict, not the old one emptied: a thread still reading that one reads
+        on). For values that only a write adding memories can change."""
+        stamp = self.store_stamp()
+        held = self.__dict__.get(name)
+        if held is None or held[0] != stamp or len(held[1]) > most:
+            held = self.__dict__[name] = (stamp, {})
+        return held[1]
+
     def _query(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
         with self._lock, self._translated():
             return self._conn.execute(sql, tuple(params)).fetchall()

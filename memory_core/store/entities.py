@@ -12,6 +12,10 @@ from memory_core.store.sql import SqlFilter
 
 _EVERY_ROW = SqlFilter()  # the trivial filter; frozen, so one instance serves as every default
 
+# rows' entity keys and (space, key) counts kept in memory until the store's stamp moves
+ENTITY_ROWS_KEPT = 65_536
+ENTITY_COUNTS_KEPT = 65_536
+
 
 class EntityQueries(Database):
     """Tags and entity keys of a space's memories."""
@@ -28,9 +32,20 @@ class EntityQueries(Database):
         return [(r[0], int(r[1])) for r in rows]
 
     def entity_keys(self, rowids: Iterable[int]) -> dict[int, list[str]]:
-        """The entity keys of each row (rows without entities are absent)."""
-        return self._grouped("SELECT memory_rowid, entity FROM memory_entities WHERE "
-                             "memory_rowid IN ({marks}) ORDER BY entity", rowids)
+        """The entity keys of each row (rows without entities are absent).
+
+        A memory's entity keys are written with it and never change, so rows once read are
+        kept (rows without entities too) until the store's stamp moves (graph expansion reads
+        its seeds' keys on every retrieve)."""
+        ids = sorted(set(rowids))
+        kept: dict[int, list[str]] = self._stamped_cache("_entity_keys", ENTITY_ROWS_KEPT)
+        missing = [r for r in ids if r not in kept]
+        if missing:
+            found = self._grouped("SELECT memory_rowid, entity FROM memory_entities WHERE "
+                                  "memory_rowid IN ({marks}) ORDER BY entity", missing)
+            for r in missing:
+                kept[r] = found.get(r, [])
+        return {r: list(keys) for r in ids if (keys := kept[r])}
 
     def entity_frequencies(self, space_id: str, keys: Iterable[str],
                            cap: float | None = None) -> dict[str, int]:
@@ -44,12 +59,21 @@ class EntityQueries(Database):
         held by a million memories costs no more than one held by ``cap + 1``.
         """
         limit = -1 if cap is None else max(0, math.floor(cap)) + 1  # LIMIT -1: no limit
-        rows = self._query(
-            "SELECT k.value, (SELECT COUNT(*) FROM (SELECT 1 FROM memory_entities e "
-            "CROSS JOIN memories m ON m.rowid = e.memory_rowid "
-            "WHERE e.entity = k.value AND m.space_id = ? LIMIT ?)) AS n "
-            "FROM json_each(?) k", (space_id, limit, json.dumps(sorted(set(keys)))))
-        return {r[0]: int(r[1]) for r in rows if r[1]}
+        asked = sorted(set(keys))
+        # counts move only when memories are added: kept until the store's stamp moves
+        kept: dict[tuple[str, int, str], int] = self._stamped_cache("_entity_counts",
+                                                                    ENTITY_COUNTS_KEPT)
+        missing = [k for k in asked if (space_id, limit, k) not in kept]
+        if missing:
+            rows = self._query(
+                "SELECT k.value, (SELECT COUNT(*) FROM (SELECT 1 FROM memory_entities e "
+                "CROSS JOIN memories m ON m.rowid = e.memory_rowid "
+                "WHERE e.entity = k.value AND m.space_id = ? LIMIT ?)) AS n "
+                "FROM json_each(?) k", (space_id, limit, json.dumps(missing)))
+            counted = {r[0]: int(r[1]) for r in rows}
+            for k in missing:
+                kept[(space_id, limit, k)] = counted.get(k, 0)
+        return {k: n for k in asked if (n := kept[(space_id, limit, k)])}
 
     def sharing_entities(self, space_id: str, keys: Iterable[str],
                          flt: SqlFilter) -> list[tuple[int, str]]:

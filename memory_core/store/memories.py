@@ -163,12 +163,8 @@ class MemoryQueries(Database):
         are dropped whenever the store's stamp moves all the same, so a row number that a
         rolled-back write had used and a later write uses again is read afresh."""
         ids = sorted(set(rowids))
-        stamp = self.store_stamp()
-        held = self.__dict__.get("_minhash_rows")
-        if held is None or held[0] != stamp or len(held[1]) > MINHASH_ROWS_KEPT:
-            # a new dict, not the old one emptied: a thread still reading that one reads on
-            held = self.__dict__["_minhash_rows"] = (stamp, {})
-        kept: dict[int, tuple[str, bytes | None]] = held[1]
+        kept: dict[int, tuple[str, bytes | None]] = self._stamped_cache("_minhash_rows",
+                                                                        MINHASH_ROWS_KEPT)
         for chunk in _chunks([r for r in ids if r not in kept], 500):
             marks = ",".join("?" * len(chunk))
             for r in self._query(f"SELECT rowid, content_hash, minhash FROM memories "

@@ -59,10 +59,10 @@ class Fts5Tokenizer:
         self._lock = threading.RLock()  # the scratch table and the word cache
         self._words: dict[str, str | None] = {}
 
-    def counts(self, rows: Sequence[tuple[int, str]]
+    def counts(self, rows: Sequence[tuple[int, str]], lengths: bool = True
                ) -> tuple[list[tuple[str, int, int]], dict[int, int]]:
         """([(term, key, count)], {key: tokens}) of ``rows`` = [(key, text)]; a text without
-        tokens is absent from the lengths."""
+        tokens is absent from the lengths (all are, without ``lengths``)."""
         with self._lock:
             db = self._db
             db.execute("BEGIN")
@@ -70,10 +70,11 @@ class Fts5Tokenizer:
                 db.executemany("INSERT INTO t(rowid, x) VALUES (?, ?)", rows)
                 pairs = db.execute("SELECT term, doc, COUNT(*) FROM v GROUP BY term, doc"
                                    ).fetchall()
-                lengths = dict(db.execute("SELECT doc, COUNT(*) FROM v GROUP BY doc").fetchall())
+                sizes = dict(db.execute("SELECT doc, COUNT(*) FROM v GROUP BY doc").fetchall()
+                             ) if lengths else {}
             finally:
                 db.execute("ROLLBACK")  # the table is scratch: nothing it held stays
-        return pairs, lengths
+        return pairs, sizes
 
     def term_of(self, words: Sequence[str]) -> list[str | None]:
         """The one term each word is indexed as (its stem); None where FTS5 reads the word as
@@ -86,7 +87,7 @@ class Fts5Tokenizer:
             self._words.clear()
         new = [w for w in dict.fromkeys(words) if w not in self._words]
         if new:
-            pairs, _ = self.counts(list(enumerate(new, start=1)))
+            pairs, _ = self.counts(list(enumerate(new, start=1)), lengths=False)
             found: dict[int, list[str]] = {}
             for term, key, count in pairs:
                 found.setdefault(key, []).extend([term] * count)

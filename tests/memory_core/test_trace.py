@@ -189,3 +189,16 @@ def test_records_read_back_from_their_wire_form():
     assert Trace.from_dict(t.to_dict()).to_dict() == t.to_dict()
     with pytest.raises(KeyError, match="expand"):
         Trace.from_dict({"expand": {"subjects": []}})
+
+
+def test_trace_rows_are_the_named_rows_of_the_list_head():
+    from memory_core.trace_records import TraceRow, trace_rows
+    from memory_core.types import Candidate, Channel
+
+    cands = [Candidate(f"mem_{i}", 1 / (i + 3), i + 1, Channel.DENSE) for i in range(7)]
+    rows = trace_rows(cands, 5)
+    assert rows == tuple(TraceRow(c.memory_id, round(c.score, 6), c.rank) for c in cands[:5])
+    assert all(type(r) is TraceRow for r in rows)
+    assert rows[0].score == 0.333333 and rows[0]._asdict() == {
+        "memory_id": "mem_0", "score": 0.333333, "rank": 1}
+    assert trace_rows(cands, 0) == ()
