@@ -362,6 +362,9 @@ class EngineSpec:
     max_limit: int = 50
     reserved_tag_prefix: str = "anona:"
     owner: str = "owner"
+    # automatic garbage collection paused while reads run (memory_core/gc_pause.py): a
+    # retrieve's short-lived objects are freed without collections running inside it
+    pause_gc: bool = True
 
     def __post_init__(self) -> None:
         if self.default_channels not in RETRIEVAL_CHANNELS:

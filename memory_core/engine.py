@@ -25,6 +25,7 @@ from memory_core.config import EngineSpec, RoutingSpec
 from memory_core.embed import Embedder, build_embedder
 from memory_core.engine_routing import RoutePlanner
 from memory_core.errors import MemoryCoreError, invalid, not_found
+from memory_core.gc_pause import GC_PAUSE
 from memory_core.receipts import Receipt
 from memory_core.redact import Redactor
 from memory_core.rerank.cross_encoder import CrossEncoderReranker, Reranker
@@ -261,11 +262,15 @@ class MemoryEngine:
                session_scope: Mapping[str, str] | None = None, context_call: bool = False
                ) -> RetrieveResponse:
         """Validate, then answer from the cache or the pipeline; record the trace
-        (:meth:`memory_core.serve.ReadPath.serve`)."""
-        return ReadPath(self.spec, self.store, self.clock, self.cache, self._traces,
+        (:meth:`memory_core.serve.ReadPath.serve`). With ``pause_gc`` automatic garbage
+        collection waits until the read is done (:mod:`memory_core.gc_pause`)."""
+        path = ReadPath(self.spec, self.store, self.clock, self.cache, self._traces,
                         self._components, self._planner, self.available_modes,
-                        self.rerank_unavailable, self._authorised).serve(
-            body, recent_session, session_scope, context_call)
+                        self.rerank_unavailable, self._authorised)
+        if not self.spec.pause_gc:
+            return path.serve(body, recent_session, session_scope, context_call)
+        with GC_PAUSE:
+            return path.serve(body, recent_session, session_scope, context_call)
 
     def get_context(self, request: Mapping[str, Any] | None = None, /, **fields: Any) -> str:
         """The block text only (``format="block"``); takes any request field but ``route``.
