@@ -68,7 +68,7 @@ def test_write_time_or_data_changes_refuse_reuse(built, tmp_path):
 def test_fingerprint_ignores_read_time_groups(built):
     dataset, spec, *_ = built
     read_only = dataclasses.replace(spec, fusion=FusionSpec(method="weighted", norm="zscore"),
-                                    default_limit=5)
+                                    default_limit=5, pause_gc=not spec.pause_gc)
     assert reuse.fingerprint(dataset, {}, read_only) == reuse.fingerprint(dataset, {}, spec)
 
 
