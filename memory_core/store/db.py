@@ -28,6 +28,7 @@ class Database:
     def __init__(self, path: str | Path):
         self.path = str(path)
         self._lock = threading.RLock()
+        self._writing = False  # inside transaction(): read caches keep nothing
         try:
             self._conn = sqlite3.connect(self.path, check_same_thread=False,
                                          isolation_level=None)
@@ -73,12 +74,16 @@ class Database:
         """``BEGIN IMMEDIATE`` ... ``COMMIT``; any exception rolls the whole batch back."""
         with self._lock, self._translated():
             self._conn.execute("BEGIN IMMEDIATE")
+            self._writing = True  # read caches keep nothing until it ends (_stamped_cache)
             try:
                 yield self._conn
             except BaseException:
                 self._conn.execute("ROLLBACK")
                 raise
-            self._conn.execute("COMMIT")
+            else:
+                self._conn.execute("COMMIT")
+            finally:
+                self._writing = False
 
     @contextmanager
     def read_snapshot(self) -> Iterator[None]:
@@ -110,7 +115,13 @@ class Database:
         """The read cache ``name`` for the store as it stands: a dict kept while the store's
         stamp (:meth:`store_stamp`) stays put and it holds at most ``most`` entries, else a new
         empty one (a new dict, not the old one emptied: a thread still reading that one reads
-        on). For values that only a write adding memories can change."""
+        on). For values that only a write adding memories can change.
+
+        Inside this store's own write transaction (the thread holding it may read) the rows it
+        added are not committed and a rollback would hand their row numbers to a later write:
+        there the caller gets a throwaway dict, and nothing read is kept."""
+        if self.__dict__.get("_writing"):
+            return {}
         stamp = self.store_stamp()
         held = self.__dict__.get(name)
         if held is None or held[0] != stamp or len(held[1]) > most:

@@ -294,8 +294,8 @@ def test_the_tokenizer_is_fts5s():
     pairs, lengths = tok.counts([(5, "The puppy ran, the puppy ran!"), (9, "...")])
     assert sorted(pairs) == [("puppi", 5, 2), ("ran", 5, 2), ("the", 5, 2)]
     assert lengths == {5: 6}
-    assert tok.counts([(5, "The puppy ran, the puppy ran!")], lengths=False) == (
-        [("puppi", 5, 2), ("ran", 5, 2), ("the", 5, 2)], {})
+    pairs, lengths = tok.counts([(5, "The puppy ran, the puppy ran!")], lengths=False)
+    assert sorted(pairs) == [("puppi", 5, 2), ("ran", 5, 2), ("the", 5, 2)] and lengths == {}
     # a word read as no token or as several has no one term
     assert tok.term_of(["...", "e-mail", "puppies"]) == [None, None, "puppi"]
 

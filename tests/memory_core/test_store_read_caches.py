@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import sqlite3
 
+import pytest
+
 from memory_core import MemoryEngine
 
 
@@ -66,26 +68,32 @@ def _fresh_entity_reads(path, rowids, space_id, keys, limit):
 def test_entity_caches_follow_writes_of_this_and_another_connection(tmp_path, hash_embedder):
     path = tmp_path / "store"
     eng = MemoryEngine.open(path, embedder=hash_embedder)
-    keys = ["alice", "bob", "carol", "nobody"]
+    keys = ["alice", "bob", "carol", "dave", "paris", "nobody"]
     try:
         eng.create_space("s")
         eng.create_space("t")
         eng.write_many("s", [{"content": "Alice met Bob in Paris."},
-                             {"content": "nothing capitalised"}, {"content": "Bob sang."}])
-        eng.write_many("t", [{"content": "Alice and Carol elsewhere."}])
+                             {"content": "nothing capitalised"}, {"content": "Bob met Carol."}])
+        eng.write_many("t", [{"content": "Alice met Bob in Paris."}] * 2)
         store = eng.store
         statements: list[str] = []
         store._conn.set_trace_callback(statements.append)
+        seen: list[dict] = []
 
         def check(rows, cap=None):
             limit = None if cap is None else int(cap) + 1
-            want_keys, want_counts = _fresh_entity_reads(path, set(rows), "s", keys, limit)
-            assert store.entity_keys(rows) == want_keys
-            assert store.entity_frequencies("s", keys, cap) == want_counts
+            for space_id in ("s", "t"):
+                want_keys, want_counts = _fresh_entity_reads(path, set(rows), space_id, keys,
+                                                             limit)
+                assert store.entity_keys(rows) == want_keys
+                assert store.entity_frequencies(space_id, keys, cap) == want_counts
+                seen.append(want_counts)
 
-        rows = list(range(1, store.store_stamp() + 1))
+        future = store.store_stamp() + 1  # a row not written yet: read (and kept) as no keys
+        rows = list(range(1, future + 1))
         check(rows)
         check(rows, cap=0)
+        assert store.entity_keys([future]) == {}
         statements.clear()
         check(rows, cap=3)  # a count under another cap is read
         assert [s for s in statements if "memory_entities" in s]
@@ -93,20 +101,46 @@ def test_entity_caches_follow_writes_of_this_and_another_connection(tmp_path, ha
         check(rows)  # kept: no entity table is read again
         check(rows, cap=3)
         assert not [s for s in statements if "memory_entities" in s]
+        got = store.entity_keys(rows)
+        got[1].append("changed by the caller")
+        assert store.entity_keys(rows)[1] == ["alice", "bob", "paris"]  # the kept list is not
+        before = seen[-2]
 
-        # this engine writes: a new row holding Carol and Bob in s, counts and keys move
-        eng.write_many("s", [{"content": "Carol and Bob met."}])
+        # this engine writes the row read as empty above: its keys and s's counts move
+        eng.write_many("s", [{"content": "Carol met Dave."}])
+        assert store.entity_keys([future]) == {future: ["carol", "dave"]}
         rows = list(range(1, store.store_stamp() + 1))
         check(rows)
+        assert seen[-2] != before and seen[-2]["dave"] == 1
         check(rows, cap=1)
         # another connection writes: this store sees it
         other = MemoryEngine.open(path, embedder=hash_embedder)
         try:
-            other.write_many("s", [{"content": "Alice, Bob and Carol again."}] * 2)
+            other.write_many("s", [{"content": "Bob met Carol."}] * 2)
+            other.write_many("t", [{"content": "Carol met Dave."}])
         finally:
             other.close()
         rows = list(range(1, store.store_stamp() + 1))
         check(rows)
+        assert seen[-2]["carol"] == 4 and seen[-1]["dave"] == 1
         check(rows, cap=2)
+    finally:
+        eng.close()
+
+
+def test_reads_inside_a_write_transaction_keep_nothing(tmp_path, hash_embedder):
+    eng = MemoryEngine.open(tmp_path / "store", embedder=hash_embedder)
+    try:
+        eng.create_space("s")
+        eng.write_many("s", [{"content": "Alice met Bob in Paris."}])
+        store = eng.store
+        with pytest.raises(RuntimeError, match="rolled back"):
+            with store.transaction():
+                assert store.entity_keys([1]) == {1: ["alice", "bob", "paris"]}
+                assert set(store.minhashes([1])) == {1}
+                raise RuntimeError("rolled back")
+        assert not {"_entity_keys", "_minhash_rows"} & set(vars(store))
+        assert store.entity_keys([1]) == {1: ["alice", "bob", "paris"]}  # kept from here on
+        assert "_entity_keys" in vars(store)
     finally:
         eng.close()
