@@ -7,9 +7,9 @@ ran inside every retrieve, and every so often a full one, which walks every obje
 process (the model's modules included). Nearly all of a retrieve's objects hold no cycle and are
 freed by reference counting when it returns, and CPython's allocation count falls again as they
 go, so with the threshold raised over the read most of that work is never needed at all. On
-LoCoMo, in runs alternating with and without it, fast-mode p50 was 1.25-1.26x the bare
-embed-and-search baseline with the pause and 1.28-1.29x without (``benchmarks/floor.py``;
-``docs/recorded_figures.md``).
+LoCoMo, in runs alternating with and without it, fast-mode p50 was 1.26x the bare
+embed-and-search baseline with the pause (three runs) and 1.27-1.28x without
+(``benchmarks/floor.py``; ``docs/recorded_figures.md``).
 
 The pause raises the first threshold to :data:`PAUSED_THRESHOLD` rather than turning collection
 off, so collection still runs if the process keeps allocating: a read that hangs (a custom
