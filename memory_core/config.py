@@ -362,8 +362,8 @@ class EngineSpec:
     max_limit: int = 50
     reserved_tag_prefix: str = "anona:"
     owner: str = "owner"
-    # automatic garbage collection paused while reads run (memory_core/gc_pause.py): a
-    # retrieve's short-lived objects are freed without collections running inside it
+    # automatic garbage collection held back while reads run (memory_core/gc_pause.py: the
+    # first threshold raised): a retrieve's short-lived objects go without a collection
     pause_gc: bool = True
 
     def __post_init__(self) -> None:

@@ -263,7 +263,7 @@ class MemoryEngine:
                ) -> RetrieveResponse:
         """Validate, then answer from the cache or the pipeline; record the trace
         (:meth:`memory_core.serve.ReadPath.serve`). With ``pause_gc`` automatic garbage
-        collection waits until the read is done (:mod:`memory_core.gc_pause`)."""
+        collection is held back until the read is done (:mod:`memory_core.gc_pause`)."""
         path = ReadPath(self.spec, self.store, self.clock, self.cache, self._traces,
                         self._components, self._planner, self.available_modes,
                         self.rerank_unavailable, self._authorised)
