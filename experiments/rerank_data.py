@@ -37,6 +37,9 @@ class SourceSpec:
     source, taken in dataset order after the exclusions. ``keep_metadata``: keep only memories
     whose metadata has these values (e.g. ``{role: user}`` for LongMemEval, so that "is it a
     user turn" cannot stand in for relevance); gold is trimmed to the kept memories.
+    ``derived_observations``: the share of the kept facts that get a rule-written observation
+    (:mod:`experiments.derived_observations`: one third-person sentence restating the turn,
+    chosen by a seeded shuffle, never by label), for data that ships no observations.
     """
 
     enabled: bool | str = True
@@ -45,8 +48,12 @@ class SourceSpec:
     keep_metadata: Mapping[str, Any] = field(default_factory=dict)
     kinds: tuple[str, ...] | None = None
     max_queries: int | None = None
+    derived_observations: float = 0.0
 
     def __post_init__(self) -> None:
+        if not 0.0 <= self.derived_observations <= 1.0:
+            raise ValueError(f"source derived_observations must be in [0, 1], got "
+                             f"{self.derived_observations}")
         if self.enabled not in (True, False, "auto"):
             raise ValueError(f"source enabled must be true, false or auto, got {self.enabled!r}")
         if "name" not in self.data:
@@ -130,6 +137,13 @@ def default_stacked_sources() -> dict[str, SourceSpec]:
         "longmemeval": SourceSpec(enabled="auto",
                                   data={"name": "longmemeval", "variant": "oracle"},
                                   keep_metadata={"role": "user"}),
+        # the same questions once more over a store where half the user turns have a
+        # rule-written observation (experiments.derived_observations): the shape of LoCoMo's
+        # LLM-written notes (one sentence restating one turn), which no other source has
+        "longmemeval_notes": SourceSpec(enabled="auto",
+                                        data={"name": "longmemeval", "variant": "oracle"},
+                                        keep_metadata={"role": "user"},
+                                        derived_observations=0.5),
     }
 
 
@@ -244,8 +258,10 @@ def family(dataset_name: str) -> str:
     return dataset_name.split("_")[0]
 
 
-def load_source(name: str, src: SourceSpec, data_dir: str | None) -> tuple[Dataset | None, str]:
-    """The source's dataset (exclusions applied), or None with the reason it was skipped."""
+def load_source(name: str, src: SourceSpec, data_dir: str | None, seed: int = 0
+                ) -> tuple[Dataset | None, str]:
+    """The source's dataset (exclusions applied, then ``keep_metadata``, then derived
+    observations seeded by ``seed``), or None with the reason it was skipped."""
     if src.enabled is False:
         return None, "disabled"
     if src.enabled == "auto" and src.data.get("name") != "synthetic" \
@@ -257,7 +273,12 @@ def load_source(name: str, src: SourceSpec, data_dir: str | None) -> tuple[Datas
         if src.enabled == "auto":
             return None, f"not available: {exc}"
         raise
-    return _keep(_exclude(dataset, set(src.exclude_conversations)), src.keep_metadata), "used"
+    dataset = _keep(_exclude(dataset, set(src.exclude_conversations)), src.keep_metadata)
+    if src.derived_observations:
+        from experiments.derived_observations import derive_observations
+
+        dataset = derive_observations(dataset, src.derived_observations, seed=seed)
+    return dataset, "used"
 
 
 def _keep(dataset: Dataset, wanted: Mapping[str, Any]) -> Dataset:

@@ -198,7 +198,7 @@ def train(recipe: Recipe, *, spec: EngineSpec | None = None, data_dir: str | Non
     sources: dict[str, Any] = {}
     mined: list[Mined] = []
     for name, src in recipe.sources.items():
-        dataset, status = load_source(name, src, data_dir)
+        dataset, status = load_source(name, src, data_dir, recipe.seed)
         sources[name] = {"status": status, "data": dict(src.data),
                          "exclude_conversations": list(src.exclude_conversations)}
         if dataset is None:

@@ -118,11 +118,13 @@ class StackedRecipe:
     # source name -> a conf/data block whose questions are removed from that source: every
     # question of the shared LongMemEval S subset is kept out, so the model may be scored on S
     exclude_from: Mapping[str, Any] = field(
-        default_factory=lambda: {"longmemeval": {"name": "longmemeval", "variant": "s"}})
+        default_factory=lambda: {name: {"name": "longmemeval", "variant": "s"}
+                                 for name in ("longmemeval", "longmemeval_notes")})
     # source name -> questions whose haystacks share one space (see merge_haystacks): oracle
     # haystacks are evidence sessions only (a pool of a few, mostly gold, turns); 40 questions
     # to a space give each question other questions' sessions as distractors
-    merge_haystacks: Mapping[str, int] = field(default_factory=lambda: {"longmemeval": 40})
+    merge_haystacks: Mapping[str, int] = field(
+        default_factory=lambda: {"longmemeval": 40, "longmemeval_notes": 40})
     model: ModelSpec = field(default_factory=ModelSpec)
     calibration: CalibrationSpec = field(default_factory=CalibrationSpec)
     eval_ks: tuple[int, ...] = (5, 10)
@@ -173,6 +175,10 @@ class QueryRows:
     X: np.ndarray
     y: np.ndarray
     n_gold: int
+    # its row of the held-out table: the dataset, plus "+notes" when its source wrote derived
+    # observations (the split still goes by ``dataset``, so both copies of a question fall on
+    # the same side)
+    label: str = ""
 
 
 def mine_features(name: str, dataset: Dataset, src: Any, spec: EngineSpec, recipe: StackedRecipe,
@@ -310,12 +316,13 @@ def _ranking(rows: Sequence[QueryRows], scores: Sequence[np.ndarray] | None,
 
 def heldout_metrics(model, rows: Sequence[QueryRows], recipe: StackedRecipe
                     ) -> dict[str, dict[str, Any]]:
-    """Per dataset (and ``all``): calibration and ranking metrics of the held-out questions."""
+    """Per dataset (``+notes``: the copy with derived observations) and ``all``: calibration
+    and ranking metrics of the held-out questions."""
     from sklearn.metrics import brier_score_loss, roc_auc_score
 
     by_ds: dict[str, list[QueryRows]] = {}
     for r in rows:
-        by_ds.setdefault(r.dataset, []).append(r)
+        by_ds.setdefault(r.label or r.dataset, []).append(r)
     out: dict[str, dict[str, Any]] = {}
     for ds, rs in [*sorted(by_ds.items()), ("all", list(rows))]:
         scores = [model.predict_proba(r.X)[:, 1] for r in rs]
@@ -377,7 +384,7 @@ def train_stacked(recipe: StackedRecipe, *, spec: EngineSpec | None = None,
                 continue
             src = dataclasses.replace(src, exclude_conversations=tuple(
                 sorted({*src.exclude_conversations, *gone})))
-        dataset, status = load_source(name, src, data_dir)
+        dataset, status = load_source(name, src, data_dir, recipe.seed)
         sources[name] = {"status": status, "data": dict(src.data),
                          "excluded_conversations": len(src.exclude_conversations),
                          "exclude_from": dict(extra) if extra else None}
@@ -389,9 +396,12 @@ def train_stacked(recipe: StackedRecipe, *, spec: EngineSpec | None = None,
         sources[name]["merge_haystacks"] = merged
         t_src = time.perf_counter()
         got = mine_features(name, dataset, src, spec, recipe, progress, embedder, reranker)
+        if src.derived_observations:
+            got = [dataclasses.replace(r, label=f"{r.dataset}+notes") for r in got]
         sources[name].update({"dataset": dataset.name, "family": family(dataset.name),
                               "sha256": dict(dataset.source_sha256), "questions": len(got),
                               "memories": len(dataset.memories),
+                              "derived_observations": dataset.info.get("derived_observations"),
                               "mine_s": round(time.perf_counter() - t_src, 1)})
         rows += got
     if not rows:

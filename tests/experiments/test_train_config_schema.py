@@ -52,9 +52,9 @@ def test_what_runs_today_is_the_spec_default():
     assert recipe.sources["locomo"].enabled is False
     assert recipe.sources["longmemeval"].data["limit_questions"] == 300
     stacked = StackedRecipe()
-    assert set(stacked.sources) == {"synthetic", "longmemeval"}
+    assert set(stacked.sources) == {"synthetic", "longmemeval", "longmemeval_notes"}
     assert stacked.sources["synthetic"].data["world"]["observations_per_space"] == 12
-    assert stacked.merge_haystacks == {"longmemeval": 40}
+    assert stacked.merge_haystacks == {"longmemeval": 40, "longmemeval_notes": 40}
 
 
 def test_train_reranker_yaml_restates_no_default():

@@ -22,14 +22,21 @@ def test_default_recipe_never_uses_locomo_and_keeps_longmemeval_s_out():
     cfg = compose_train_config(["paths.root_dir=."])
     assert cfg.scorer == "stacked"
     recipe = stacked_recipe_from_mapping(to_plain(cfg.stacked))
-    assert set(recipe.sources) == {"synthetic", "longmemeval"}
+    assert set(recipe.sources) == {"synthetic", "longmemeval", "longmemeval_notes"}
     assert all(src.data["name"] != "locomo" for src in recipe.sources.values())
-    assert recipe.exclude_from["longmemeval"] == {"name": "longmemeval", "variant": "s"}
-    assert recipe.sources["longmemeval"].data["variant"] == "oracle"
+    # every source reading LongMemEval keeps the S subset out, so the model may be scored on S
+    lme = [name for name, src in recipe.sources.items() if src.data["name"] == "longmemeval"]
+    assert lme == ["longmemeval", "longmemeval_notes"]
+    for name in lme:
+        assert recipe.exclude_from[name] == {"name": "longmemeval", "variant": "s"}
+        assert recipe.sources[name].data["variant"] == "oracle"
+        assert recipe.sources[name].keep_metadata == {"role": "user"}
+        assert recipe.merge_haystacks[name] == 40
+    assert recipe.sources["longmemeval"].derived_observations == 0
+    assert recipe.sources["longmemeval_notes"].derived_observations == 0.5
     assert {"payments", "mobile", "infra", "personal", "research", "inbox"} <= set(
         recipe.sources["synthetic"].exclude_conversations)
     assert recipe.out is None and recipe.cross_encoder is False
-    assert recipe.merge_haystacks == {"longmemeval": 40}
 
 
 def test_merged_haystacks_keep_each_questions_gold_and_conversation():
@@ -119,3 +126,24 @@ def test_train_on_a_small_world_loads_back_and_carries_its_card(hash_embedder, t
     ds = dataclasses.make_dataclass("D", ["name"])("synthetic")
     with pytest.raises(ValueError, match="trained on"):
         split_check(card, ds, trained[:1])
+
+
+@pytest.mark.slow
+def test_a_source_with_derived_observations_is_split_with_its_twin(hash_embedder, tmp_path):
+    world = {"seed": 5, "n_spaces": 3, "facts_per_space": 12, "paraphrases_per_fact": 1,
+             "verbatim_per_fact": 1, "multi_subject_queries": 0, "unanswerable_queries": 0,
+             "near_duplicates": 0, "observations_per_space": 0}
+    recipe = stacked_recipe_from_mapping({
+        "out": str(tmp_path / "model"), "heldout_fraction": 0.3, "merge_haystacks": {},
+        "exclude_from": {}, "model": {"max_iter": 20, "min_samples_leaf": 5},
+        "sources": {"plain": {"data": {"name": "synthetic", "world": world}},
+                    "notes": {"data": {"name": "synthetic", "world": world},
+                              "derived_observations": 1.0}}})
+    _, card = train_stacked(recipe, progress=False, embedder=hash_embedder)
+    held = card["metrics"]["heldout"]
+    # one row each in the held-out table, and the same questions held out of both copies
+    assert set(held) == {"synthetic", "synthetic+notes", "all"}
+    assert held["synthetic"]["questions"] == held["synthetic+notes"]["questions"] > 0
+    info = card["sources"]["notes"]["derived_observations"]
+    assert info["share"] == 1.0 and info["chosen"] == info["facts"] > 0
+    assert card["sources"]["plain"]["derived_observations"] is None
