@@ -170,15 +170,31 @@ class FusionSpec:
     session_weight: float = 0.0
     speaker_weight: float = 0.0
     speaker_key: str = "speaker"
+    # the question's grammatical person names whose turns hold the answer: what "you" said
+    # before -> the agent's turns (metadata[role_key] == agent_role), else "I/my/me" or a
+    # request to "you" -> the asker's (== asker_role); memories without that metadata and
+    # third-person questions are left alone. 0.5 chosen on LongMemEval oracle (0 / 0.25 /
+    # 0.5 / 1 / 2; README "First stage"), never on LoCoMo (whose turns carry no role)
+    person_weight: float = 0.5
+    role_key: str = "role"
+    asker_role: str = "user"
+    agent_role: str = "assistant"
 
     def __post_init__(self) -> None:
-        for name in ("session_weight", "speaker_weight"):
+        for name in ("session_weight", "speaker_weight", "person_weight"):
             w = getattr(self, name)
             if not (isinstance(w, (int, float)) and 0.0 <= w <= 10.0):
                 raise ValueError(f"fusion.{name} must be within [0, 10], got {w!r}")
-        if not self.speaker_key or any(ch in self.speaker_key for ch in '"\\'):
-            raise ValueError("fusion.speaker_key must be a non-empty metadata key without "
-                             f"quotes or backslashes, got {self.speaker_key!r}")
+        for name in ("speaker_key", "role_key"):
+            key = getattr(self, name)
+            if not key or any(ch in key for ch in '"\\'):
+                raise ValueError(f"fusion.{name} must be a non-empty metadata key without "
+                                 f"quotes or backslashes, got {key!r}")
+        for name in ("asker_role", "agent_role"):
+            if not getattr(self, name):
+                raise ValueError(f"fusion.{name} must be a non-empty role name")
+        if self.asker_role == self.agent_role:
+            raise ValueError("fusion.asker_role and fusion.agent_role must differ")
         if self.method not in ("rrf", "weighted"):
             raise ValueError(f"unknown fusion method {self.method!r}; valid: rrf, weighted")
         if self.norm not in ("minmax", "zscore"):

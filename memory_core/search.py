@@ -17,7 +17,7 @@ from memory_core.channels import entity, graph, keyword, recency, temporal
 from memory_core.errors import MemoryCoreError
 from memory_core.filters.compile import compile_filter
 from memory_core.fusion import fuse
-from memory_core.fusion.boost import boost
+from memory_core.fusion.boost import addressed_role, boost
 from memory_core.routing.base import SpaceEvidence
 from memory_core.store import SqlFilter, memory_id_of, rowid_of
 from memory_core.trace import CandidateLists, ChannelCounts, trace_rows
@@ -175,20 +175,30 @@ def pool(comp: Components, request: RetrieveRequest, space_ids: Sequence[str], q
 
 
 def boosted(comp: Components, query: str, fused: list[Candidate]) -> list[Candidate]:
-    """The fused list re-scored by session evidence and named speakers
-    (``fusion.session_weight`` / ``speaker_weight``; :mod:`memory_core.fusion.boost`)."""
+    """The fused list re-scored by session evidence, named speakers and the question's person
+    (``fusion.session_weight`` / ``speaker_weight`` / ``person_weight``;
+    :mod:`memory_core.fusion.boost`)."""
     fs = comp.spec.fusion
-    if not fused or (fs.session_weight == 0 and fs.speaker_weight == 0):
+    addressed = (addressed_role(query, fs.asker_role, fs.agent_role) if fs.person_weight
+                 else None)
+    if not fused or (fs.session_weight == 0 and fs.speaker_weight == 0 and addressed is None):
         return fused
-    attrs = comp.store.turn_attributes((r for c in fused if (r := rowid_of(c.memory_id))),
-                                       fs.speaker_key)
-    space_of = {c.memory_id: c.space_id for c in fused}
-    # sessions are named per space: the same session name in two spaces is two sessions
-    session_of = {m: (space_of[m], a[0]) if a[0] is not None else None
-                  for r, a in attrs.items() if (m := memory_id_of(r)) in space_of}
-    speaker_of = {memory_id_of(r): a[1] for r, a in attrs.items()}
+    rowids = [r for c in fused if (r := rowid_of(c.memory_id))]
+    session_of: dict[str, Any] = {}
+    speaker_of: dict[str, str | None] = {}
+    if fs.session_weight or fs.speaker_weight:
+        attrs = comp.store.turn_attributes(rowids, fs.speaker_key)
+        space_of = {c.memory_id: c.space_id for c in fused}
+        # sessions are named per space: the same session name in two spaces is two sessions
+        session_of = {m: (space_of[m], a[0]) if a[0] is not None else None
+                      for r, a in attrs.items() if (m := memory_id_of(r)) in space_of}
+        speaker_of = {memory_id_of(r): a[1] for r, a in attrs.items()}
+    role_of = ({memory_id_of(r): v for r, v in
+                comp.store.metadata_texts(rowids, fs.role_key).items()}
+               if addressed is not None else None)
     return boost(fused, session_of, speaker_of, query, session_weight=fs.session_weight,
-                 speaker_weight=fs.speaker_weight)
+                 speaker_weight=fs.speaker_weight, person_weight=fs.person_weight,
+                 role_of=role_of, addressed=addressed)
 
 
 def evidence_probe(comp: Components, request: RetrieveRequest, query_vec: Any, depth: int,

@@ -1,11 +1,13 @@
-"""Conversation-aware re-scoring of a fused list: session evidence and named speakers.
+"""Conversation-aware re-scoring of a fused list: session evidence, named speakers and the
+person the question is in.
 
-Two signals that a single memory cannot carry alone, added after fusion over the same pool
+Signals that a single memory cannot carry alone, added after fusion over the same pool
 (nothing is added to or removed from the list; only the order changes):
 
     s'(d)      = s(d) / s_max                                 the fused score, scaled to (0, 1]
     boosted(d) = s'(d) + w_session * max{ s'(e) : e in the pool, session(e) = session(d) }
                        + w_speaker * [the query names speaker(d)]
+                       + w_person  * [role(d) = the role the query's grammatical person names]
 
 - *Session evidence* (hierarchical retrieval): a turn of a session whose best turn matches the
   question well is more likely to hold the evidence than an equally scored turn of an
@@ -14,6 +16,12 @@ Two signals that a single memory cannot carry alone, added after fusion over the
 - *Speaker*: in a conversation memory the question usually names the person it is about
   ("What did Caroline research?"), and that person's own turns are the likely evidence. A
   speaker is named when every word of its name appears among the query's words (case-folded).
+- *Person*: in a memory of a user's chat with an assistant, the question's grammatical person
+  says whose words hold the answer: "What did **you** recommend?" asks for the assistant's
+  turns, "Where did **I** park?" and "Can **you** suggest a hotel for **my** trip?" for the
+  user's own (:func:`addressed_role`). A memory's role is
+  ``metadata[role_key]``; memories without one, and questions in the third person, get
+  nothing (a conversation between named people, as in LoCoMo, is left as it is).
 
 Ties are broken by the fused rank, so with both weights 0 the order is the fused order.
 
@@ -42,6 +50,56 @@ from memory_core.types import Candidate
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 
 
+FIRST_PERSON = frozenset({"i", "me", "my", "mine", "myself", "im", "ive", "id", "ill"})
+SECOND_PERSON = frozenset({"you", "your", "yours", "yourself", "youre", "youve", "youd",
+                           "youll"})
+# past forms that say "you" is the one who spoke or did it ("you mentioned", "you gave")
+_IRREGULAR_PAST = frozenset({"told", "said", "gave", "given", "made", "wrote", "written",
+                             "sent", "showed", "shown", "taught", "brought", "came", "chose",
+                             "found", "thought", "meant", "put", "did", "had", "went"})
+_APOSTROPHE = re.compile(r"['\u2019]")
+
+
+def _past_speech_of_you(words: Sequence[str]) -> bool:
+    """Whether the words refer to what "you" said or did before: "you mentioned", "you
+    gave me", "did you", "remind me" (a request to repeat earlier words)."""
+    for i, w in enumerate(words):
+        if w == "remind" and i + 1 < len(words) and words[i + 1] == "me":
+            return True
+        if w not in SECOND_PERSON:
+            continue
+        if i > 0 and words[i - 1] in ("did", "had", "have"):
+            return True
+        for nxt in words[i + 1:i + 3]:   # "you mentioned", "you also recommended"
+            if nxt in _IRREGULAR_PAST or (nxt.endswith("ed") and len(nxt) > 4):
+                return True
+    return False
+
+
+def addressed_role(query: str, asker: str, agent: str) -> str | None:
+    """The role whose words hold the answer to a question: ``agent`` when it asks about what
+    "you" said or did before ("What did you suggest?", "You mentioned a book, ...", "Can you
+    remind me ..."); otherwise ``asker`` when it is in the first or second person (a request
+    such as "Can you suggest a hotel for my trip?" is answered from what the asker said about
+    themselves); None in the third person.
+
+        >>> addressed_role("What did you suggest for my trip?", "user", "assistant")
+        'assistant'
+        >>> addressed_role("Can you suggest a hotel for my trip?", "user", "assistant")
+        'user'
+        >>> addressed_role("Where did I park?", "user", "assistant")
+        'user'
+        >>> addressed_role("Where did Caroline park?", "user", "assistant") is None
+        True
+    """
+    words = _WORD.findall(_APOSTROPHE.sub("", query).casefold())
+    if _past_speech_of_you(words):
+        return agent
+    if FIRST_PERSON.intersection(words) or SECOND_PERSON.intersection(words):
+        return asker
+    return None
+
+
 def query_words(query: str) -> frozenset[str]:
     """The query's words, case-folded (what a speaker name is matched against)."""
     return frozenset(_WORD.findall(query.casefold()))
@@ -57,13 +115,19 @@ def names_speaker(words: frozenset[str], speaker: str | None) -> bool:
 
 def boost(fused: Sequence[Candidate], session_of: Mapping[str, Hashable | None],
           speaker_of: Mapping[str, str | None], query: str, *, session_weight: float,
-          speaker_weight: float) -> list[Candidate]:
-    """The fused list re-scored by session evidence and named speakers (module docstring).
+          speaker_weight: float, person_weight: float = 0.0,
+          role_of: Mapping[str, str | None] | None = None,
+          addressed: str | None = None) -> list[Candidate]:
+    """The fused list re-scored by session evidence, named speakers and the question's person
+    (module docstring).
 
-    ``session_of`` / ``speaker_of`` map memory ids to their session and speaker (absent or
-    None: none). Returns a new list, ranks renumbered from 1; the input is not changed.
+    ``session_of`` / ``speaker_of`` / ``role_of`` map memory ids to their session, speaker
+    and role (absent or None: none); ``addressed`` is the role the question asks for
+    (:func:`addressed_role`; None: no person term). Returns a new list, ranks renumbered from
+    1; the input is not changed.
     """
-    if not fused or (session_weight == 0 and speaker_weight == 0):
+    person = person_weight if addressed is not None and role_of else 0.0
+    if not fused or (session_weight == 0 and speaker_weight == 0 and person == 0):
         return list(fused)
     top = max(c.score for c in fused)
     scale = top if top > 0 else 1.0
@@ -81,6 +145,8 @@ def boost(fused: Sequence[Candidate], session_of: Mapping[str, Hashable | None],
         s += session_weight * (best[session] if session is not None else s)
         if speaker_weight and names_speaker(words, speaker_of.get(c.memory_id)):
             s += speaker_weight
+        if person and role_of is not None and role_of.get(c.memory_id) == addressed:
+            s += person
         scores[c.memory_id] = s
     order = sorted(fused, key=lambda c: (-scores[c.memory_id], c.rank))
     return [dataclasses.replace(c, score=scores[c.memory_id], rank=i + 1)

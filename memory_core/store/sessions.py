@@ -32,6 +32,21 @@ class SessionQueries(Database):
                 out[int(r[0])] = (r[1], r[2])
         return out
 
+    def metadata_texts(self, rowids: Iterable[int], key: str) -> dict[int, str | None]:
+        """``rowid -> metadata[key]`` (None when absent or not a string)."""
+        if '"' in key or "\\" in key:
+            raise ValueError(f"metadata key may not hold quotes or backslashes: {key!r}")
+        path = f'$."{key}"'
+        out: dict[int, str | None] = {}
+        for chunk in _chunks(sorted(set(rowids)), 500):
+            marks = ",".join("?" * len(chunk))
+            for r in self._query(
+                    "SELECT rowid, CASE WHEN json_type(metadata, ?) = 'text' "
+                    f"THEN json_extract(metadata, ?) END FROM memories WHERE rowid IN ({marks})",
+                    (path, path, *chunk)):
+                out[int(r[0])] = r[1]
+        return out
+
     def turn_context(self, rowid: int) -> str | None:
         """The neighbour text indexed beside a memory (``""``: none; ``None``: no such row)."""
         rows = self._query("SELECT m.rowid, x.context FROM memories m LEFT JOIN memories_ctx x "

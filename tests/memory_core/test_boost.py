@@ -1,4 +1,5 @@
-"""Session evidence and named speakers after fusion (memory_core/fusion/boost.py)."""
+"""Session evidence, named speakers and the question's person after fusion
+(memory_core/fusion/boost.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import pytest
 
 from memory_core import MemoryEngine
 from memory_core.config import EngineSpec, FusionSpec
-from memory_core.fusion.boost import boost, names_speaker, query_words
+from memory_core.fusion.boost import addressed_role, boost, names_speaker, query_words
 from memory_core.types import Candidate, Channel
 
 
@@ -102,3 +103,82 @@ def test_sessions_of_two_spaces_are_not_merged(hash_embedder):
         out = _boosted(eng._components, "q", fused)
     # a1: 1 + 1; a2: 0.2 + 1 (a's s1); b1: 0.4 + 0.4 (b's s1 is b1 alone, not a1's 1.0)
     assert [(c.memory_id, round(c.score, 6)) for c in out] == [(a1, 2.0), (a2, 1.2), (b1, 0.8)]
+
+
+@pytest.mark.parametrize(("query", "role"), [
+    ("What was the name of my cat?", "user"),
+    ("I'm going back to our chat. What did you say the 7th job was?", "assistant"),
+    ("You mentioned a book about tea, what was its title?", "assistant"),
+    ("You’ve recommended two hikes to me, which was shorter?", "assistant"),
+    ("Can you remind me which painter you liked?", "assistant"),
+    ("Can you suggest some accessories for my phone?", "user"),   # a request: my own words
+    ("Do you have any tips for Tokyo?", "user"),
+    ("What do you think?", "user"),
+    ("When did Caroline go to the support group?", None),        # third person: no one
+    ("", None),
+])
+def test_the_questions_person_names_whose_words_answer_it(query, role):
+    assert addressed_role(query, "user", "assistant") == role
+
+
+def test_person_term_lifts_the_addressed_roles_memories_only():
+    fused = _fused(0.05, 0.04, 0.03, 0.02)
+    roles = {"m0": "assistant", "m1": "user", "m2": None, "m3": "user"}
+    out = boost(fused, {}, {}, "q", session_weight=0, speaker_weight=0, person_weight=0.5,
+                role_of=roles, addressed="user")
+    # scaled: m0 1.0, m1 0.8 + 0.5, m2 0.6 (no role), m3 0.4 + 0.5
+    assert [(c.memory_id, round(c.score, 6)) for c in out] == [
+        ("m1", 1.3), ("m0", 1.0), ("m3", 0.9), ("m2", 0.6)]
+    assert [c.rank for c in out] == [1, 2, 3, 4]
+    # nothing addressed (third person) or no roles known: the fused order
+    for addressed, role_of in ((None, roles), ("user", {})):
+        assert boost(fused, {}, {}, "q", session_weight=0, speaker_weight=0,
+                     person_weight=0.5, role_of=role_of, addressed=addressed) == fused
+
+
+def test_fusion_spec_checks_the_person_settings():
+    assert FusionSpec().person_weight == 0.5 and FusionSpec().role_key == "role"
+    with pytest.raises(ValueError, match="person_weight"):
+        FusionSpec(person_weight=-1)
+    with pytest.raises(ValueError, match="role_key"):
+        FusionSpec(role_key='ro"le')
+    with pytest.raises(ValueError, match="differ"):
+        FusionSpec(asker_role="user", agent_role="user")
+    with pytest.raises(ValueError, match="asker_role"):
+        FusionSpec(asker_role="")
+
+
+def _chat(eng) -> dict[str, str]:
+    """Two near-equal turns, one per role, and one without a role."""
+    eng.create_space("chat")
+    ids = eng.write_many("chat", [
+        {"content": "The Mount Tam hike took three hours, roughly.",
+         "metadata": {"role": "assistant"}},
+        {"content": "The Mount Tam hike took three hours, I think.",
+         "metadata": {"role": "user"}},
+        {"content": "Mount Tam trail notes.", "metadata": {}},
+    ])
+    return dict(zip(("assistant", "user", "none"), ids, strict=True))
+
+
+@pytest.mark.parametrize(("query", "first"), [
+    ("How long did my Mount Tam hike take?", "user"),
+    ("How long did you say the Mount Tam hike took?", "assistant"),
+])
+def test_engine_ranks_the_addressed_roles_turn_first(hash_embedder, query, first):
+    with MemoryEngine.open(":memory:", EngineSpec(), embedder=hash_embedder) as eng:
+        ids = _chat(eng)
+        resp = eng.retrieve(query=query, space_id="chat", mode="fast", limit=3)
+        assert resp.results[0].memory_id == ids[first]
+
+
+def test_engine_leaves_third_person_questions_alone(hash_embedder):
+    """A third-person question ranks as with the person term off."""
+    query = "How long was the Mount Tam hike?"
+    orders = []
+    for spec in (EngineSpec(), EngineSpec(fusion=FusionSpec(person_weight=0.0))):
+        with MemoryEngine.open(":memory:", spec, embedder=hash_embedder) as eng:
+            _chat(eng)
+            resp = eng.retrieve(query=query, space_id="chat", mode="fast", limit=3)
+            orders.append([(r.memory_id, r.relevance_score) for r in resp.results])
+    assert orders[0] == orders[1] and len(orders[0]) == 3
