@@ -11,7 +11,7 @@ turns, by rule:
 
 - a share ``share`` of the facts is chosen by a seeded shuffle, **never by label** (a note on a
   gold turn is as likely as on any other), so "has an observation" cannot stand in for
-  relevance;
+  relevance; the assistant's turns are never chosen (their "I" is not the user);
 - from a chosen turn, the first ``max_sentences`` (default 1: an observation is one sentence)
   declarative sentences that speak in the first person (``I``, ``my``, ``me``, ...; questions
   are skipped) are kept, each cut at ``max_words``;
@@ -88,16 +88,20 @@ def observation_text(content: str, *, subject: str = "the user", max_sentences: 
 
 def derive_observations(dataset: Dataset, share: float, *, seed: int = 0,
                         subject: str = "the user", max_sentences: int = 1,
-                        max_words: int = 30) -> Dataset:
+                        max_words: int = 30,
+                        skip_roles: tuple[str, ...] = ("assistant", "system")) -> Dataset:
     """``dataset`` plus one derived observation for each chosen fact (see the module doc).
 
-    Keys are ``f"{fact_key}#obs"``; the dataset's ``info`` records ``derived_observations``
-    (how many were written, from how many chosen facts)."""
+    Facts whose ``metadata["role"]`` is in ``skip_roles`` are never chosen (their "I" is not
+    the ``subject``): ``share`` is of the other facts. Keys are ``f"{fact_key}#obs"``; the
+    dataset's ``info`` records ``derived_observations`` (how many were written, from how many
+    chosen facts)."""
     if not 0.0 <= share <= 1.0:
         raise ValueError(f"derived observation share must be in [0, 1], got {share}")
     if share == 0.0:
         return dataset
-    facts = sorted((m for m in dataset.memories if m.memory_type == "fact"),
+    facts = sorted((m for m in dataset.memories if m.memory_type == "fact"
+                    and (m.metadata or {}).get("role") not in skip_roles),
                    key=lambda m: m.key)
     random.Random(f"{seed}:{dataset.name}:observations").shuffle(facts)
     chosen = facts[: round(share * len(facts))]

@@ -126,23 +126,25 @@ def default_sources() -> dict[str, SourceSpec]:
 
 def default_stacked_sources() -> dict[str, SourceSpec]:
     """The stacked model's sources: the synthetic world (with observations) and LongMemEval
-    oracle (user turns, when the data directory has it). Never LoCoMo (the evaluation set);
+    oracle (both roles, twice: the second time with derived observations; when the data
+    directory has it). Never LoCoMo (the evaluation set);
     MemoryBank has no evidence labels, so it cannot give relevance labels."""
     return {
         "synthetic": SourceSpec(
             enabled=True, data={"name": "synthetic",
                                 "world": {**TRAIN_WORLD, "observations_per_space": 12}},
             exclude_conversations=EVALUATED_WORLD_TOPICS),
-        # as the cross-encoder recipe: "user turn" must not stand in for relevance
+        # both roles, as the engine serves them: the feature person_match (the question's
+        # grammatical person against the turn's role) says when a user's or an assistant's
+        # turn is the likely evidence; without it (the cross-encoder recipe) "user turn" would
+        # stand in for relevance
         "longmemeval": SourceSpec(enabled="auto",
-                                  data={"name": "longmemeval", "variant": "oracle"},
-                                  keep_metadata={"role": "user"}),
+                                  data={"name": "longmemeval", "variant": "oracle"}),
         # the same questions once more over a store where half the user turns have a
         # rule-written observation (experiments.derived_observations): the shape of LoCoMo's
         # LLM-written notes (one sentence restating one turn), which no other source has
         "longmemeval_notes": SourceSpec(enabled="auto",
                                         data={"name": "longmemeval", "variant": "oracle"},
-                                        keep_metadata={"role": "user"},
                                         derived_observations=0.5),
     }
 

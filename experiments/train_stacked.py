@@ -8,8 +8,10 @@ The recipe (:class:`StackedRecipe`: its defaults are the block ``stacked`` of th
 
 1. **Data.** Each enabled source (``stacked.sources``, the same schema as the cross-encoder's
    sources) is loaded with the harness's loaders: the synthetic world (its own seed, only topics
-   the evaluated world does not contain, with observations) and LongMemEval oracle (user turns;
-   every question of the shared S subset is excluded, so the model may be scored on S).
+   the evaluated world does not contain, with observations) and LongMemEval oracle (both
+   roles; every question of the shared S subset is excluded, so the model may be scored on S),
+   asked twice: the second time (``longmemeval_notes``) over a store where half the user turns
+   carry a rule-written observation (:mod:`experiments.derived_observations`).
    MemoryBank has no evidence labels (only which user a question belongs to) and LoCoMo is the
    evaluation set: neither is a default source.
 2. **Features from the engine's own first stage.** Each source is written into an in-memory

@@ -109,7 +109,7 @@ def _stacked(comp: Components, request: RetrieveRequest, ranked: Ranked,
     now = now if now is not None else comp.clock()
     if window is None and not comp.spec.channels.temporal:  # the feature needs it anyway
         window = times.text_window(request.query, now)
-    ctx = rerank_features.QueryContext.of(request.query, now, window)
+    ctx = rerank_features.QueryContext.of(request.query, now, window, comp.spec.fusion)
     X = rerank_features.extract(ctx, pooled, by_id)
     if comp.scorer.uses_cross_encoder:
         if comp.reranker is None:

@@ -47,7 +47,11 @@ Per candidate (``q`` = the query's content words, ``d`` = the memory's, see
   between datasets whose "now", ``query_timestamp`` or the clock, differs by years);
 - ``neighbour_fused`` / ``neighbour_dense``: the best fused score / dense cosine of the pooled
   memories right before and after it in the same session (write order), ``NaN`` when neither is
-  in the pool (a turn that answers the previous turn's question inherits its evidence).
+  in the pool (a turn that answers the previous turn's question inherits its evidence);
+- ``person_match``: 1 when the memory's role (``metadata[fusion.role_key]``) is the one the
+  question's grammatical person asks for (:func:`memory_core.fusion.boost.addressed_role`:
+  what "you" said before -> the assistant's turns, "I/my" -> the user's), 0 when it is the
+  other role, ``NaN`` for a third-person question or a memory without a role.
 
 Example:
     >>> from memory_core.types import Candidate, Channel, frozen_map
@@ -72,7 +76,9 @@ import numpy as np
 
 from memory_core import times
 from memory_core.channels.keyword import STOPWORDS
+from memory_core.config import FusionSpec
 from memory_core.entities import extract_entities
+from memory_core.fusion.boost import addressed_role
 from memory_core.types import Candidate, Channel, Memory, MemoryType
 
 NAN = float("nan")
@@ -86,7 +92,8 @@ CHANNEL_FEATURES: tuple[str, ...] = tuple(
 CANDIDATE_FEATURES: tuple[str, ...] = (
     "fused_score", "fused_rank", "fused_ratio", "n_channels", "min_rank", "term_coverage",
     "idf_mass", "coverage_gap", "idf_gap", "bigram_share", "entity_overlap", "speaker_named",
-    "in_window", "is_observation", "log_chars", "age_days", "neighbour_fused", "neighbour_dense")
+    "in_window", "is_observation", "log_chars", "age_days", "neighbour_fused", "neighbour_dense",
+    "person_match")
 # the optional cross-encoder score (a model trained with it needs a cross-encoder to run)
 CROSS_ENCODER_FEATURE = "cross_encoder"
 FEATURE_NAMES: tuple[str, ...] = CHANNEL_FEATURES + CANDIDATE_FEATURES
@@ -162,19 +169,27 @@ def speaker_of(memory: Memory) -> str | None:
 
 @dataclass(frozen=True)
 class QueryContext:
-    """What every candidate of one query shares: the query's words, entities, window, now."""
+    """What every candidate of one query shares: the query's words, entities, window, now,
+    and the role its grammatical person asks for (``addressed``, read from ``role_key``)."""
 
     words: tuple[str, ...]
     bigrams: frozenset[tuple[str, str]]
     entities: frozenset[str]
     window: times.Window | None
     now: datetime
+    addressed: str | None = None
+    role_key: str = "role"
 
     @classmethod
-    def of(cls, query: str, now: datetime, window: times.Window | None) -> QueryContext:
+    def of(cls, query: str, now: datetime, window: times.Window | None,
+           fusion: FusionSpec | None = None) -> QueryContext:
+        """``fusion`` names the roles (``role_key``, ``asker_role``, ``agent_role``; the
+        defaults when None)."""
+        fs = fusion or FusionSpec()
         words = tuple(dict.fromkeys(content_words(query)))
         return cls(words, frozenset(_bigrams(content_words(query))),
-                   frozenset(e.lower() for e in extract_entities(query)), window, now)
+                   frozenset(e.lower() for e in extract_entities(query)), window, now,
+                   addressed_role(query, fs.asker_role, fs.agent_role), fs.role_key)
 
 
 def channel_row(c: Candidate, best: Mapping[str, float]) -> list[float]:
@@ -234,6 +249,13 @@ def _in_window(m: Memory, window: times.Window | None) -> float:
     if start is None or end is None:
         return NAN
     return 1.0 if start <= window.end and end >= window.start else 0.0
+
+
+def _person_match(m: Memory, query: QueryContext) -> float:
+    if query.addressed is None or not m.metadata:
+        return NAN
+    role = m.metadata.get(query.role_key)
+    return float(role == query.addressed) if isinstance(role, str) else NAN
 
 
 def extract(query: QueryContext, pool: Sequence[Candidate],
@@ -300,6 +322,7 @@ def extract(query: QueryContext, pool: Sequence[Candidate],
             max((float(pool[j].score) for j in near), default=NAN),
             max((float(pool[j].channel_scores[Channel.DENSE.value]) for j in near
                  if Channel.DENSE.value in pool[j].channel_scores), default=NAN),
+            _person_match(m, query),
         ]
         out[i] = row
     col = {name: j for j, name in enumerate(FEATURE_NAMES)}

@@ -92,3 +92,14 @@ def test_a_training_source_can_ask_for_derived_observations():
     facts = sum(m.memory_type == "fact" for m in plain.memories)
     assert info["chosen"] == info["facts"] == facts and info["seed"] == 2
     assert len(derived.memories) == len(plain.memories) + info["written"]
+
+
+def test_the_assistants_turns_never_get_a_note():
+    memories = tuple(MemoryDef(f"s:{i}", "s", f"{role}: I think {i} is a fine number.",
+                               metadata={"role": role})
+                     for i, role in enumerate(["user", "assistant"] * 10))
+    ds = Dataset("toy", (SpaceDef("s", "chat"),), memories, ())
+    out = derive_observations(ds, 1.0)
+    sources = {m.source_keys[0] for m in out.memories if m.memory_type == "observation"}
+    assert sources == {f"s:{i}" for i in range(0, 20, 2)}
+    assert out.info["derived_observations"]["facts"] == 10

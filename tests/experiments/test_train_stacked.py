@@ -30,7 +30,8 @@ def test_default_recipe_never_uses_locomo_and_keeps_longmemeval_s_out():
     for name in lme:
         assert recipe.exclude_from[name] == {"name": "longmemeval", "variant": "s"}
         assert recipe.sources[name].data["variant"] == "oracle"
-        assert recipe.sources[name].keep_metadata == {"role": "user"}
+        # both roles: person_match says when an assistant's turn is the evidence
+        assert recipe.sources[name].keep_metadata == {}
         assert recipe.merge_haystacks[name] == 40
     assert recipe.sources["longmemeval"].derived_observations == 0
     assert recipe.sources["longmemeval_notes"].derived_observations == 0.5

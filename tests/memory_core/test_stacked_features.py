@@ -145,3 +145,25 @@ def test_pool_columns_without_spread_or_a_runner_up():
     assert lead[:2].tolist() == [0.0, 0.0] and math.isnan(lead[2])   # a tie leads by 0
     z, lead = F.pool_columns(np.array([0.5, np.nan]))
     assert np.isnan(z).all() and np.isnan(lead).all()
+
+
+@pytest.mark.parametrize(("query", "want"), [
+    ("What did you say about the hike?", [1.0, 0.0, math.nan]),   # the assistant's words
+    ("How long was my hike?", [0.0, 1.0, math.nan]),               # the user's own
+    ("How long was Ann's hike?", [math.nan, math.nan, math.nan]),  # third person: nothing
+])
+def test_person_match_reads_the_questions_person_against_the_role(query, want):
+    from memory_core.config import FusionSpec
+
+    pool = [cand(i, 0.03 - i / 100, i, dense=(0.5, i)) for i in (1, 2, 3)]
+    mems = {"mem_1": mem(1, "The hike takes 3 hours.", metadata={"speaker_role": "assistant"}),
+            "mem_2": mem(2, "My hike took 3 hours.", metadata={"speaker_role": "user"}),
+            "mem_3": mem(3, "Hike notes.", metadata={"speaker_role": 7})}   # not a role
+    ctx = F.QueryContext.of(query, NOW, None, FusionSpec(role_key="speaker_role"))
+    got = [row(F.extract(ctx, pool, mems), i)["person_match"] for i in range(3)]
+    assert [("nan" if math.isnan(v) else v) for v in got] == \
+        [("nan" if math.isnan(v) else v) for v in want]
+    # the default role key is "role": these memories then have none
+    plain = F.QueryContext.of(query, NOW, None)
+    assert all(math.isnan(row(F.extract(plain, pool, mems), i)["person_match"])
+               for i in range(3))
