@@ -114,6 +114,10 @@ class StackedModel:
     names: tuple[str, ...]
     sha256: str
     card: dict[str, Any] | None = field(default=None, compare=False, repr=False)
+    # the same trees as flat arrays (memory_core/rerank/flat_forest.py), used when they gave
+    # the estimator's own probabilities on the probe rows at load; None: scikit-learn's path
+    flat: Any = field(default=None, compare=False, repr=False)
+    evaluator: str = "sklearn"
 
     @property
     def uses_cross_encoder(self) -> bool:
@@ -128,13 +132,15 @@ class StackedModel:
     def predict(self, features: np.ndarray, memory_ids: Sequence[str]) -> list[float]:
         if features.shape[0] == 0:
             return []
+        if self.flat is not None:
+            return self.flat.predict_proba(features).tolist()
         return [float(p) for p in self.estimator.predict_proba(features)[:, 1]]
 
     def identity(self) -> dict[str, Any]:
         card = self.card or {}
         return {"model": self.path, "scorer": "stacked", "id": self.model_id,
                 "sha256": self.sha256, "name": card.get("name"), "features": list(self.names),
-                "card": card or None}
+                "evaluator": self.evaluator, "card": card or None}
 
 
 def _unavailable(message: str) -> MemoryCoreError:
@@ -181,7 +187,27 @@ def _load(folder_name: str, stamp: tuple) -> StackedModel:
     card = None
     if (folder / CARD_FILE).is_file():
         card = json.loads((folder / CARD_FILE).read_text())
-    return StackedModel(str(folder), blob["model"], names, file_sha256(file), card)
+    flat, evaluator = _flat_forest(blob["model"], len(names))
+    return StackedModel(str(folder), blob["model"], names, file_sha256(file), card, flat,
+                        evaluator)
+
+
+def _flat_forest(estimator: Any, n_columns: int) -> tuple[Any, str]:
+    """The estimator as a :class:`~memory_core.rerank.flat_forest.FlatForest` when it can be
+    flattened and gives exactly the estimator's probabilities on probe rows; otherwise None
+    and the reason, which the receipt's model identity carries (``evaluator``)."""
+    from memory_core.rerank.sk_parts import flatten, probe_rows
+
+    try:
+        flat = flatten(estimator)
+        if flat is None:
+            return None, "sklearn (the model's form has no flat evaluator)"
+        X = probe_rows(flat, n_columns)
+        if not np.array_equal(flat.predict_proba(X), estimator.predict_proba(X)[:, 1]):
+            return None, "sklearn (the flat evaluator differed on the probe rows)"
+    except Exception as exc:  # recorded in every receipt's model identity, never hidden
+        return None, f"sklearn (flat evaluator failed: {type(exc).__name__}: {exc})"
+    return flat, "flat_forest"
 
 
 def save_stacked(folder: str | Path, estimator: Any, names: Sequence[str],
