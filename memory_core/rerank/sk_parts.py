@@ -5,6 +5,8 @@ Imported only when a stacked model is trained or loaded (it imports scikit-learn
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
 
@@ -36,7 +38,7 @@ class DropEmptyColumns(TransformerMixin, BaseEstimator):
         return X[:, self.kept_]
 
 
-def flatten(estimator):
+def flatten(estimator: Any) -> Any:
     """A :class:`~memory_core.rerank.flat_forest.FlatForest` of a fitted
     ``CalibratedClassifierCV(Pipeline(DropEmptyColumns, HistGradientBoostingClassifier),
     method="isotonic", ensemble=False)`` on two classes, or None for anything else (then
@@ -48,10 +50,12 @@ def flatten(estimator):
 
     from memory_core.rerank.flat_forest import FlatForest
 
-    if not isinstance(estimator, CalibratedClassifierCV) \
-            or len(estimator.calibrated_classifiers_) != 1:
+    if not isinstance(estimator, CalibratedClassifierCV):
         return None
-    cc = estimator.calibrated_classifiers_[0]
+    fitted: Any = estimator.calibrated_classifiers_
+    if len(fitted) != 1:
+        return None
+    cc: Any = fitted[0]
     pipe = cc.estimator
     if list(cc.classes) != [0, 1] or len(cc.calibrators) != 1 \
             or not isinstance(cc.calibrators[0], IsotonicRegression) \
