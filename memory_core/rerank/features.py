@@ -66,6 +66,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -141,6 +142,13 @@ def content_words(text: str) -> list[str]:
         >>> content_words("Where are Alice's new offices?")
         ['alice', 'new', 'office']
     """
+    return list(_content_words(text))
+
+
+@functools.lru_cache(maxsize=16384)
+def _content_words(text: str) -> tuple[str, ...]:
+    """:func:`content_words`, kept per text: a memory's words are read again by every query
+    whose pool it joins (a pure function of the text; tuples, so no caller can change them)."""
     out = []
     for w in _WORD.findall(text.lower()):
         if w in STOPWORDS or (len(w) < 2 and not w.isdigit()):
@@ -148,7 +156,7 @@ def content_words(text: str) -> list[str]:
         if len(w) > 3 and w.endswith("s") and not w.endswith("ss"):
             w = w[:-1]
         out.append(w)
-    return out
+    return tuple(out)
 
 
 def _bigrams(words: Sequence[str]) -> set[tuple[str, str]]:
@@ -272,7 +280,7 @@ def extract(query: QueryContext, pool: Sequence[Candidate],
     for c in pool:
         for name, s in c.channel_scores.items():
             best[name] = max(best.get(name, -math.inf), float(s))
-    words = [content_words(memories[c.memory_id].content) for c in pool]
+    words = [_content_words(memories[c.memory_id].content) for c in pool]
     df: dict[str, int] = {}
     for ws in words:
         for t in set(ws):
