@@ -19,32 +19,27 @@ class SessionQueries(Database):
                         ) -> dict[int, tuple[str | None, str | None]]:
         """``rowid -> (session_id, speaker)`` with the speaker read from
         ``metadata[speaker_key]`` (None when absent or not a string)."""
-        if '"' in speaker_key or "\\" in speaker_key:
-            raise ValueError(f"speaker_key may not hold quotes or backslashes: {speaker_key!r}")
-        path = f'$."{speaker_key}"'
-        out: dict[int, tuple[str | None, str | None]] = {}
-        for chunk in _chunks(sorted(set(rowids)), 500):
-            marks = ",".join("?" * len(chunk))
-            for r in self._query(
-                    "SELECT rowid, session_id, CASE WHEN json_type(metadata, ?) = 'text' "
-                    f"THEN json_extract(metadata, ?) END FROM memories WHERE rowid IN ({marks})",
-                    (path, path, *chunk)):
-                out[int(r[0])] = (r[1], r[2])
-        return out
+        return {r[0]: (r[1], r[2]) for r in self._with_metadata(rowids, speaker_key,
+                                                                  "session_id, ")}
 
     def metadata_texts(self, rowids: Iterable[int], key: str) -> dict[int, str | None]:
         """``rowid -> metadata[key]`` (None when absent or not a string)."""
+        return {r[0]: r[1] for r in self._with_metadata(rowids, key, "")}
+
+    def _with_metadata(self, rowids: Iterable[int], key: str, columns: str
+                       ) -> list[tuple]:
+        """``(rowid, *columns, metadata[key] or None)`` rows of ``rowids`` (``columns``: a
+        fixed column list ending in ", ", or "")."""
         if '"' in key or "\\" in key:
             raise ValueError(f"metadata key may not hold quotes or backslashes: {key!r}")
         path = f'$."{key}"'
-        out: dict[int, str | None] = {}
+        out: list[tuple] = []
         for chunk in _chunks(sorted(set(rowids)), 500):
             marks = ",".join("?" * len(chunk))
-            for r in self._query(
-                    "SELECT rowid, CASE WHEN json_type(metadata, ?) = 'text' "
-                    f"THEN json_extract(metadata, ?) END FROM memories WHERE rowid IN ({marks})",
-                    (path, path, *chunk)):
-                out[int(r[0])] = r[1]
+            out += [(int(r[0]), *r[1:]) for r in self._query(
+                f"SELECT rowid, {columns}CASE WHEN json_type(metadata, ?) = 'text' "
+                f"THEN json_extract(metadata, ?) END FROM memories WHERE rowid IN ({marks})",
+                (path, path, *chunk))]
         return out
 
     def turn_context(self, rowid: int) -> str | None:
