@@ -41,28 +41,38 @@ from experiments.data.schema import Dataset, MemoryDef
 _ROLE_PREFIX = re.compile(r"^\s*(user|assistant)\s*:\s*", re.IGNORECASE)
 _SENTENCE = re.compile(r"[^.!?\n]+[.!?]*")
 _FIRST_PERSON = re.compile(r"\b(i|i'm|i've|i'd|i'll|me|my|mine|myself)\b", re.IGNORECASE)
-# longest forms first; the subject stands for "I"
-_REWRITES: Sequence[tuple[str, str]] = (
-    (r"\bI'm\b|\bI am\b", "{s} is"),
-    (r"\bI've\b|\bI have\b", "{s} has"),
-    (r"\bI'd\b", "{s} would"),
-    (r"\bI'll\b", "{s} will"),
-    (r"\bI was\b", "{s} was"),
-    (r"\bI don't\b|\bI do not\b", "{s} does not"),
-    (r"\bI\b", "{s}"),
-    (r"\bmyself\b", "themselves"),
-    (r"\bmine\b", "{p}"),
-    (r"\bmy\b", "{p}"),
-    (r"\bme\b", "them"),
+# longest forms first; the subject stands for "I" (a capital I only: "i.e." stays)
+_REWRITES: Sequence[tuple[str, str, int]] = (
+    (r"\bI'm\b|\bI am\b", "{s} is", 0),
+    (r"\bI've\b|\bI have\b", "{s} has", 0),
+    (r"\bI'd\b", "{s} would", 0),
+    (r"\bI'll\b", "{s} will", 0),
+    (r"\bI was\b", "{s} was", 0),
+    (r"\bI don't\b|\bI do not\b", "{s} does not", 0),
+    (r"\bI\b", "{s}", 0),
+    (r"\bmyself\b", "themselves", re.IGNORECASE),
+    (r"\bmine\b", "{p}", re.IGNORECASE),
+    (r"\bmy\b", "{p}", re.IGNORECASE),
+    (r"\bme\b", "them", re.IGNORECASE),
 )
+# "the user want" -> "the user wants": a present-tense verb right after the subject
+_THIRD_PERSON_VERB = re.compile(
+    r"\b(want|need|love|like|think|feel|hope|plan|know|prefer|enjoy|live|work|use|"
+    r"remember|wonder|believe|mean|guess|own|play|run|find|get|go|do|try|watch|see|read|"
+    r"cook|visit|start|keep|take|make)\b")
+_ES = {"go": "goes", "do": "does", "try": "tries", "watch": "watches"}
 
 
 def third_person(sentence: str, subject: str = "the user") -> str:
     """``sentence`` with its first person rewritten about ``subject`` (capitalised first)."""
     out = sentence.strip()
-    for pattern, repl in _REWRITES:
-        out = re.sub(pattern, repl.format(s=subject, p=f"{subject}'s"), out,
-                     flags=re.IGNORECASE)
+    for pattern, repl, flags in _REWRITES:
+        out = re.sub(pattern, repl.format(s=subject, p=f"{subject}'s"), out, flags=flags)
+    # agreement: "<subject> want" -> "<subject> wants" (also after "really", "also", ...)
+    out = re.sub(rf"(\b{re.escape(subject)} (?:(?:really|also|just|usually|often|still|"
+                 rf"always|never) )?){_THIRD_PERSON_VERB.pattern}",
+                 lambda m: m.group(1) + _ES.get(m.group(2), m.group(2) + "s"), out,
+                 flags=re.IGNORECASE)
     return out[:1].upper() + out[1:]
 
 

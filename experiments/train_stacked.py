@@ -236,6 +236,20 @@ def split_questions(rows: Sequence[QueryRows], fraction: float, seed: int
     return train, held
 
 
+def check_twins(rows: Sequence[QueryRows]) -> None:
+    """Raise ``ValueError`` when one question (dataset, query id) was asked in two different
+    spaces: :func:`split_questions` holds out by space, so such twins (e.g. the copy of a
+    LongMemEval question with derived observations, under other ``merge_haystacks`` or
+    exclusions) could land on both sides of the split."""
+    space: dict[tuple[str, str], str] = {}
+    for r in rows:
+        seen = space.setdefault((r.dataset, r.query_id), r.group)
+        if seen != r.group:
+            raise ValueError(f"question {r.query_id} of {r.dataset} was asked in spaces {seen} "
+                             f"and {r.group}: give every source of one dataset the same "
+                             "merge_haystacks and exclusions")
+
+
 def merge_haystacks(dataset: Dataset, per_space: int, seed: int) -> Dataset:
     """Write ``per_space`` questions' haystacks into one space (seeded grouping).
 
@@ -409,10 +423,16 @@ def train_stacked(recipe: StackedRecipe, *, spec: EngineSpec | None = None,
     if not rows:
         raise ValueError(f"the stacked recipe produced no questions: "
                          f"{json.dumps({k: v['status'] for k, v in sources.items()})}")
+    check_twins(rows)
     train_rows, held_rows = split_questions(rows, recipe.heldout_fraction, recipe.seed)
     X = np.vstack([r.X for r in train_rows])
     y = np.concatenate([r.y for r in train_rows])
-    groups = np.concatenate([np.full(len(r.y), i) for i, r in enumerate(train_rows)])
+    # calibration folds by question: both copies of a LongMemEval question (with and without
+    # derived observations) in one fold, so the calibrator never sees a question's twin
+    question = {key: i for i, key in enumerate(dict.fromkeys(
+        (r.dataset, r.query_id) for r in train_rows))}
+    groups = np.concatenate([np.full(len(r.y), question[(r.dataset, r.query_id)])
+                             for r in train_rows])
     if y.sum() == 0 or y.sum() == len(y):
         raise ValueError("training rows hold a single class; nothing to learn")
     t_fit = time.perf_counter()

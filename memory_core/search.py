@@ -17,7 +17,8 @@ from memory_core.channels import entity, graph, keyword, recency, temporal
 from memory_core.errors import MemoryCoreError
 from memory_core.filters.compile import compile_filter
 from memory_core.fusion import fuse
-from memory_core.fusion.boost import addressed_role, boost
+from memory_core.fusion.boost import boost
+from memory_core.person import addressed_role
 from memory_core.routing.base import SpaceEvidence
 from memory_core.store import SqlFilter, memory_id_of, rowid_of
 from memory_core.trace import CandidateLists, ChannelCounts, trace_rows

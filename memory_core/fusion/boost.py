@@ -19,7 +19,7 @@ Signals that a single memory cannot carry alone, added after fusion over the sam
 - *Person*: in a memory of a user's chat with an assistant, the question's grammatical person
   says whose words hold the answer: "What did **you** recommend?" asks for the assistant's
   turns, "Where did **I** park?" and "Can **you** suggest a hotel for **my** trip?" for the
-  user's own (:func:`addressed_role`). A memory's role is
+  user's own (:func:`memory_core.person.addressed_role`). A memory's role is
   ``metadata[role_key]``; memories without one, and questions in the third person, get
   nothing (a conversation between named people, as in LoCoMo, is left as it is).
 
@@ -45,59 +45,12 @@ import dataclasses
 import re
 from collections.abc import Hashable, Mapping, Sequence
 
+from memory_core.person import addressed_role
 from memory_core.types import Candidate
 
+__all__ = ["addressed_role", "boost", "names_speaker", "query_words"]
+
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
-
-
-FIRST_PERSON = frozenset({"i", "me", "my", "mine", "myself", "im", "ive", "id", "ill"})
-SECOND_PERSON = frozenset({"you", "your", "yours", "yourself", "youre", "youve", "youd",
-                           "youll"})
-# past forms that say "you" is the one who spoke or did it ("you mentioned", "you gave")
-_IRREGULAR_PAST = frozenset({"told", "said", "gave", "given", "made", "wrote", "written",
-                             "sent", "showed", "shown", "taught", "brought", "came", "chose",
-                             "found", "thought", "meant", "put", "did", "had", "went"})
-_APOSTROPHE = re.compile(r"['\u2019]")
-
-
-def _past_speech_of_you(words: Sequence[str]) -> bool:
-    """Whether the words refer to what "you" said or did before: "you mentioned", "you
-    gave me", "did you", "remind me" (a request to repeat earlier words)."""
-    for i, w in enumerate(words):
-        if w == "remind" and i + 1 < len(words) and words[i + 1] == "me":
-            return True
-        if w not in SECOND_PERSON:
-            continue
-        if i > 0 and words[i - 1] in ("did", "had", "have"):
-            return True
-        for nxt in words[i + 1:i + 3]:   # "you mentioned", "you also recommended"
-            if nxt in _IRREGULAR_PAST or (nxt.endswith("ed") and len(nxt) > 4):
-                return True
-    return False
-
-
-def addressed_role(query: str, asker: str, agent: str) -> str | None:
-    """The role whose words hold the answer to a question: ``agent`` when it asks about what
-    "you" said or did before ("What did you suggest?", "You mentioned a book, ...", "Can you
-    remind me ..."); otherwise ``asker`` when it is in the first or second person (a request
-    such as "Can you suggest a hotel for my trip?" is answered from what the asker said about
-    themselves); None in the third person.
-
-        >>> addressed_role("What did you suggest for my trip?", "user", "assistant")
-        'assistant'
-        >>> addressed_role("Can you suggest a hotel for my trip?", "user", "assistant")
-        'user'
-        >>> addressed_role("Where did I park?", "user", "assistant")
-        'user'
-        >>> addressed_role("Where did Caroline park?", "user", "assistant") is None
-        True
-    """
-    words = _WORD.findall(_APOSTROPHE.sub("", query).casefold())
-    if _past_speech_of_you(words):
-        return agent
-    if FIRST_PERSON.intersection(words) or SECOND_PERSON.intersection(words):
-        return asker
-    return None
 
 
 def query_words(query: str) -> frozenset[str]:
@@ -126,7 +79,10 @@ def boost(fused: Sequence[Candidate], session_of: Mapping[str, Hashable | None],
     (:func:`addressed_role`; None: no person term). Returns a new list, ranks renumbered from
     1; the input is not changed.
     """
-    person = person_weight if addressed is not None and role_of else 0.0
+    # the person term only where some memory has the addressed role: otherwise nothing moves
+    # (not even the scale of the scores)
+    person = person_weight if addressed is not None and role_of is not None \
+        and addressed in role_of.values() else 0.0
     if not fused or (session_weight == 0 and speaker_weight == 0 and person == 0):
         return list(fused)
     top = max(c.score for c in fused)

@@ -79,7 +79,7 @@ from memory_core import times
 from memory_core.channels.keyword import STOPWORDS
 from memory_core.config import FusionSpec
 from memory_core.entities import extract_entities
-from memory_core.fusion.boost import addressed_role
+from memory_core.person import addressed_role
 from memory_core.types import Candidate, Channel, Memory, MemoryType
 
 NAN = float("nan")
@@ -145,10 +145,22 @@ def content_words(text: str) -> list[str]:
     return list(_content_words(text))
 
 
-@functools.lru_cache(maxsize=16384)
+# longer texts are split each time: the cache holds at most ~90 MB (a few MB of short turns)
+KEPT_TEXT_CHARS = 1000
+
+
 def _content_words(text: str) -> tuple[str, ...]:
-    """:func:`content_words`, kept per text: a memory's words are read again by every query
-    whose pool it joins (a pure function of the text; tuples, so no caller can change them)."""
+    """:func:`content_words` as a tuple, kept per text up to :data:`KEPT_TEXT_CHARS`: a
+    memory's words are read again by every query whose pool it joins."""
+    return _kept_words(text) if len(text) <= KEPT_TEXT_CHARS else _split_words(text)
+
+
+@functools.lru_cache(maxsize=8192)
+def _kept_words(text: str) -> tuple[str, ...]:
+    return _split_words(text)
+
+
+def _split_words(text: str) -> tuple[str, ...]:
     out = []
     for w in _WORD.findall(text.lower()):
         if w in STOPWORDS or (len(w) < 2 and not w.isdigit()):

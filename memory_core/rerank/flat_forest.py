@@ -16,7 +16,7 @@ models) keeps scikit-learn's own path.
 Example:
     >>> import numpy as np
     >>> # one stump: x0 <= 0.5 -> leaf 1 (value -1), else leaf 2 (value +1); NaN goes right
-    >>> f = FlatForest(kept=np.array([0]), feature=np.array([0, 0, 0]),
+    >>> f = FlatForest(n_columns=1, kept=np.array([0]), feature=np.array([0, 0, 0]),
     ...                threshold=np.array([0.5, 0.0, 0.0]),
     ...                missing_left=np.array([False, False, False]),
     ...                left=np.array([1, 0, 0]), right=np.array([2, 0, 0]),
@@ -39,9 +39,11 @@ class FlatForest:
     """Every tree's nodes in one set of arrays (node ``i``: split on ``feature[i]`` at
     ``threshold[i]``, NaN to the left when ``missing_left[i]``, children ``left[i]`` /
     ``right[i]`` as global node indices, ``value[i]`` at a leaf); ``roots``: each tree's first
-    node, in the estimator's order; ``kept``: the input columns the trees index (the model's
-    empty-column drop); ``iso_x`` / ``iso_y``: the isotonic calibrator's breakpoints."""
+    node, in the estimator's order; ``n_columns``: the input width; ``kept``: the input
+    columns the trees index (the model's empty-column drop); ``iso_x`` / ``iso_y``: the
+    isotonic calibrator's breakpoints."""
 
+    n_columns: int
     kept: np.ndarray
     feature: np.ndarray
     threshold: np.ndarray
@@ -58,7 +60,10 @@ class FlatForest:
 
     def raw(self, X: np.ndarray) -> np.ndarray:
         """The boosted log-odds of each row (baseline plus every tree's leaf, in order)."""
-        X = np.asarray(X, dtype=np.float64)[:, self.kept]
+        X = np.asarray(X, dtype=np.float64)
+        if X.ndim != 2 or X.shape[1] != self.n_columns:
+            raise ValueError(f"expected {self.n_columns} feature columns, got shape {X.shape}")
+        X = X[:, self.kept]
         n, trees = X.shape[0], len(self.roots)
         at = np.broadcast_to(self.roots, (n, trees)).copy()
         rows = np.arange(n)[:, None]

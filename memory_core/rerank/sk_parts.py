@@ -78,6 +78,7 @@ def flatten(estimator: Any) -> Any:
     cat = np.concatenate
     iso = cc.calibrators[0]
     return FlatForest(
+        n_columns=int(drop.n_features_in_),
         kept=np.asarray(drop.kept_, dtype=np.intp),
         feature=cat([n["feature_idx"].astype(np.intp) for n, _ in parts]),
         threshold=cat([n["num_threshold"].astype(np.float64) for n, _ in parts]),

@@ -44,6 +44,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,6 +56,8 @@ from memory_core.errors import MemoryCoreError, invalid
 from memory_core.rerank.features import FEATURE_NAMES, FeatureMismatch, check_names
 from memory_core.rerank.pool import checked_scores, score_head
 from memory_core.types import Candidate, Ranked
+
+log = logging.getLogger(__name__)
 
 MODEL_FILE = "model.joblib"
 CARD_FILE = "card.json"
@@ -188,6 +191,8 @@ def _load(folder_name: str, stamp: tuple) -> StackedModel:
     if (folder / CARD_FILE).is_file():
         card = json.loads((folder / CARD_FILE).read_text())
     flat, evaluator = _flat_forest(blob["model"], len(names))
+    if flat is None:
+        log.warning("stacked model %s is scored through scikit-learn: %s", file, evaluator)
     return StackedModel(str(folder), blob["model"], names, file_sha256(file), card, flat,
                         evaluator)
 
@@ -195,7 +200,8 @@ def _load(folder_name: str, stamp: tuple) -> StackedModel:
 def _flat_forest(estimator: Any, n_columns: int) -> tuple[Any, str]:
     """The estimator as a :class:`~memory_core.rerank.flat_forest.FlatForest` when it can be
     flattened and gives exactly the estimator's probabilities on probe rows; otherwise None
-    and the reason, which the receipt's model identity carries (``evaluator``)."""
+    and the reason (logged at load, and ``evaluator`` in the engine's model identity, which
+    every run records in its ``metrics.json``)."""
     from memory_core.rerank.sk_parts import flatten, probe_rows
 
     try:
@@ -205,7 +211,7 @@ def _flat_forest(estimator: Any, n_columns: int) -> tuple[Any, str]:
         X = probe_rows(flat, n_columns)
         if not np.array_equal(flat.predict_proba(X), estimator.predict_proba(X)[:, 1]):
             return None, "sklearn (the flat evaluator differed on the probe rows)"
-    except Exception as exc:  # recorded in every receipt's model identity, never hidden
+    except Exception as exc:  # logged at load and kept in the model identity, never hidden
         return None, f"sklearn (flat evaluator failed: {type(exc).__name__}: {exc})"
     return flat, "flat_forest"
 

@@ -14,7 +14,8 @@ from experiments.rerank_data import SourceSpec, load_source
 def _dataset(n: int = 40, gold: tuple[str, ...] = ("s:3",)) -> Dataset:
     memories = tuple(MemoryDef(f"s:{i}", "s", f"user: I bought {i} red bikes at the market. "
                                f"Where should I keep them?", timestamp="2024-05-01T10:00:00Z",
-                               session_id=f"sess{i % 4}", metadata={"role": "user"})
+                               session_id=f"sess{i % 4}",
+                               metadata={"role": "user", "has_answer": f"s:{i}" in gold})
                      for i in range(n))
     return Dataset("toy", (SpaceDef("s", "one user"),), memories,
                    (QueryDef("q1", "how many bikes did I buy?", "s", gold),))
@@ -25,6 +26,12 @@ def test_first_person_is_rewritten_about_the_subject():
         "The user is moving and the user's cat hates them."
     assert third_person("I've sold it; I don't regret it myself.", "Ana") == \
         "Ana has sold it; Ana does not regret it themselves."
+
+
+def test_the_verb_agrees_with_the_subject_and_i_e_is_not_a_pronoun():
+    assert third_person("I want a bike and I really love my old one.") == \
+        "The user wants a bike and the user really loves the user's old one."
+    assert third_person("I try, i.e. I go.") == "The user tries, i.e. the user goes."
 
 
 def test_observation_keeps_a_first_person_statement_and_skips_questions():
@@ -65,7 +72,7 @@ def test_which_turns_get_a_note_is_seeded_and_blind_to_the_labels():
     base = chosen(_dataset(), 0)
     assert base == chosen(_dataset(), 0)
     assert base != chosen(_dataset(), 1)
-    # other gold, other questions: the same turns
+    # other gold (in the questions and in the turns' has_answer), no questions: same turns
     relabelled = dataclasses.replace(_dataset(gold=("s:1", "s:2", "s:5")), queries=())
     assert chosen(relabelled, 0) == base
 

@@ -148,3 +148,30 @@ def test_a_source_with_derived_observations_is_split_with_its_twin(hash_embedder
     info = card["sources"]["notes"]["derived_observations"]
     assert info["share"] == 1.0 and info["chosen"] == info["facts"] > 0
     assert card["sources"]["plain"]["derived_observations"] is None
+
+
+def _twin_rows(groups_b=None):
+    from experiments.train_stacked import QueryRows
+
+    rows = []
+    for i in range(12):
+        for label, groups in (("", None), ("lme+notes", groups_b)):
+            group = (groups or {}).get(i, f"pool{i % 6}")
+            rows.append(QueryRows("lme", "lme", f"q{i}", f"q{i}", group, np.zeros((2, 1)),
+                                  np.array([1.0, 0.0]), 1, label))
+    return rows
+
+
+def test_both_copies_of_a_question_fall_on_the_same_side_of_the_split():
+    from experiments.train_stacked import check_twins, split_questions
+
+    rows = _twin_rows()
+    check_twins(rows)
+    train, held = split_questions(rows, 0.34, seed=0)
+    held_plain = {r.query_id for r in held if not r.label}
+    held_notes = {r.query_id for r in held if r.label}
+    assert held_plain and held_plain == held_notes
+    assert not held_plain & {r.query_id for r in train}
+    # a twin asked in another space would break that: refused before the split
+    with pytest.raises(ValueError, match="asked in spaces"):
+        check_twins(_twin_rows({3: "pool5"}))

@@ -7,7 +7,8 @@ import pytest
 
 from memory_core import MemoryEngine
 from memory_core.config import EngineSpec, FusionSpec
-from memory_core.fusion.boost import addressed_role, boost, names_speaker, query_words
+from memory_core.fusion.boost import boost, names_speaker, query_words
+from memory_core.person import addressed_role
 from memory_core.types import Candidate, Channel
 
 
@@ -116,6 +117,15 @@ def test_sessions_of_two_spaces_are_not_merged(hash_embedder):
     ("What do you think?", "user"),
     ("When did Caroline go to the support group?", None),        # third person: no one
     ("", None),
+    # not past words of "you": requests and adjectives
+    ("Would you be interested in a hike?", "user"),
+    ("Thank you! Based on that, what should I pack?", "user"),
+    ("Have you got any tips for my trip?", "user"),
+    # "ID" and "ill" are not "I'd" and "I'll"; typographic apostrophes are apostrophes
+    ("What's the ID of the ticket Caroline filed?", None),
+    ("Was Melanie ill?", None),
+    ("Iʼm lost, what did you tell me?", "assistant"),
+    ("x" * 8000, None),
 ])
 def test_the_questions_person_names_whose_words_answer_it(query, role):
     assert addressed_role(query, "user", "assistant") == role
@@ -134,6 +144,14 @@ def test_person_term_lifts_the_addressed_roles_memories_only():
     for addressed, role_of in ((None, roles), ("user", {})):
         assert boost(fused, {}, {}, "q", session_weight=0, speaker_weight=0,
                      person_weight=0.5, role_of=role_of, addressed=addressed) == fused
+
+
+def test_no_memory_of_the_addressed_role_leaves_the_list_alone():
+    """Not even the scale of the scores moves when no pooled memory has the role asked for."""
+    fused = _fused(0.05, 0.04)
+    for roles in ({"m0": None, "m1": None}, {"m0": "assistant", "m1": "assistant"}):
+        assert boost(fused, {}, {}, "q", session_weight=0, speaker_weight=0,
+                     person_weight=0.5, role_of=roles, addressed="user") == fused
 
 
 def test_fusion_spec_checks_the_person_settings():

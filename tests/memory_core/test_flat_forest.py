@@ -87,3 +87,12 @@ def test_pool_sizes(n):
     X = np.random.default_rng(n).normal(size=(n, len(model.names)))
     assert np.array_equal(np.asarray(model.predict(X, ["m"] * n)),
                           model.estimator.predict_proba(X)[:, 1])
+
+
+def test_a_matrix_of_the_wrong_width_is_refused_as_scikit_learn_refuses_it():
+    model, X = _fit()
+    flat = sk_parts.flatten(model)
+    with pytest.raises(ValueError, match="6 feature columns"):
+        flat.predict_proba(np.hstack([X, X[:, :1]]))
+    with pytest.raises(ValueError):
+        model.predict_proba(np.hstack([X, X[:, :1]]))
