@@ -173,8 +173,9 @@ class FusionSpec:
     # the question's grammatical person names whose turns hold the answer: what "you" said
     # before -> the agent's turns (metadata[role_key] == agent_role), else "I/my/me" or a
     # request to "you" -> the asker's (== asker_role); memories without that metadata and
-    # third-person questions are left alone. 0.5 chosen on LongMemEval oracle (0 / 0.25 /
-    # 0.5 / 1 / 2; README "First stage"), never on LoCoMo (whose turns carry no role)
+    # third-person questions are left alone (memory_core/person.py). 0.5 chosen on
+    # LongMemEval oracle questions outside the S subset (0 / 0.25 / 0.5 / 1 / 2;
+    # docs/recorded_figures.md), never on LoCoMo (whose turns carry no role)
     person_weight: float = 0.5
     role_key: str = "role"
     asker_role: str = "user"
