@@ -23,7 +23,7 @@ Signals that a single memory cannot carry alone, added after fusion over the sam
   ``metadata[role_key]``; memories without one, and questions in the third person, get
   nothing (a conversation between named people, as in LoCoMo, is left as it is).
 
-Ties are broken by the fused rank, so with both weights 0 the order is the fused order.
+Ties are broken by the fused rank, so with every weight 0 the order is the fused order.
 
 References: hierarchical (session-then-turn) retrieval in LongMemEval (Wu et al., ICLR 2025,
 section 5: "session decomposition" and round-level keys); score propagation from passages to
