@@ -45,10 +45,7 @@ import dataclasses
 import re
 from collections.abc import Hashable, Mapping, Sequence
 
-from memory_core.person import addressed_role
 from memory_core.types import Candidate
-
-__all__ = ["addressed_role", "boost", "names_speaker", "query_words"]
 
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 
@@ -76,8 +73,8 @@ def boost(fused: Sequence[Candidate], session_of: Mapping[str, Hashable | None],
 
     ``session_of`` / ``speaker_of`` / ``role_of`` map memory ids to their session, speaker
     and role (absent or None: none); ``addressed`` is the role the question asks for
-    (:func:`addressed_role`; None: no person term). Returns a new list, ranks renumbered from
-    1; the input is not changed.
+    (:func:`memory_core.person.addressed_role`; None: no person term). Returns a new list,
+    ranks renumbered from 1; the input is not changed.
     """
     # the person term only where some memory has the addressed role: otherwise nothing moves
     # (not even the scale of the scores)
