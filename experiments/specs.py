@@ -48,7 +48,8 @@ class EvalSpec:
     receipts: bool = True   # keep a receipt per query in the run's store (the dashboard reads them)
     limit_queries: int | None = None  # evaluate only the first N answerable queries (smoke tests)
     # send each question's date as query_timestamp (LongMemEval question_date; LoCoMo: the
-    # conversation's last session date)
+    # conversation's last session date, a stand-in). experiment=longmemeval turns it on (the
+    # data set dates every question); off elsewhere
     query_timestamp: bool = False
     n_resamples: int = 2000  # bootstrap resamples for CIs
     ragas: bool = False      # add ragas ID-based context recall/precision (non-LLM, offline)

@@ -41,3 +41,15 @@ def test_runner_sends_the_question_date_only_when_asked(hash_embedder, flag, exp
         eng.retrieve = spy
         evaluate(eng, dated, ids, cfg, has_observations=False, modes=["fast"])
     assert [f.get("query_timestamp") for f in seen] == [expected, None]
+
+
+@pytest.mark.parametrize("experiment, expected", [("longmemeval", True), ("locomo", False)])
+def test_longmemeval_asks_at_the_question_date_and_locomo_does_not(experiment, expected):
+    """LongMemEval gives every question its date (``question_date``), so its experiment sends
+    it; LoCoMo gives none (its stand-in, the last session's date, is the harness's guess)."""
+    from hydra import compose, initialize_config_dir
+
+    conf = Path(__file__).resolve().parents[2] / "conf"
+    with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=[f"experiment={experiment}"])
+    assert cfg.eval.query_timestamp is expected
