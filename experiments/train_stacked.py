@@ -116,6 +116,10 @@ class StackedRecipe:
     # ask as the engine's default read does: an observation takes its source fact's place and
     # channel evidence (memory_core.dedup.prefer_observations); False: every memory as itself
     prefer_observations: bool = True
+    # send each question's date as the read's query_timestamp where the data set gives one
+    # (LongMemEval's question_date), so "last Saturday" is read as the question meant it, as
+    # the LongMemEval experiment asks (conf/experiment/longmemeval.yaml); False: the clock
+    query_timestamp: bool = True
     sources: Mapping[str, SourceSpec] = field(default_factory=default_stacked_sources)
     # source name -> a conf/data block whose questions are removed from that source: every
     # question of the shared LongMemEval S subset is kept out, so the model may be scored on S
@@ -201,8 +205,11 @@ def mine_features(name: str, dataset: Dataset, src: Any, spec: EngineSpec, recip
         for q in tqdm(answerable_questions(dataset, ids, src), desc=f"features {name}", unit="q",
                       disable=not progress):
             recorder.last = None
+            when = ({"query_timestamp": q.query_timestamp}
+                    if recipe.query_timestamp and q.query_timestamp else {})
             engine.retrieve(query=q.text, space_id=q.gold_space, limit=min(pool, spec.max_limit),
-                            mode="accurate", prefer_observations=recipe.prefer_observations)
+                            mode="accurate", prefer_observations=recipe.prefer_observations,
+                            **when)
             if recorder.last is None:  # an empty pool: nothing to learn from
                 continue
             mids, X = recorder.last

@@ -14,6 +14,7 @@ from experiments.train_stacked import (FeatureRecorder, QueryRows, expected_cali
                                        split_questions, stacked_recipe_from_mapping,
                                        train_stacked)
 from memory_core import MemoryEngine
+from memory_core.config import EngineSpec
 from memory_core.rerank.features import FEATURE_NAMES
 from memory_core.rerank.stacked import load_stacked
 
@@ -99,6 +100,39 @@ def test_feature_recorder_keeps_the_serving_rows_in_fused_order(hash_embedder):
         mids, X = rec.last
         assert X.shape == (len(mids), len(FEATURE_NAMES)) and set(mids) <= set(ids)
         assert [r.memory_id for r in resp.results] == mids  # all scored 0: fused order kept
+
+
+@pytest.mark.parametrize("send", [True, False])
+def test_mining_asks_at_the_question_date_as_the_experiment_does(hash_embedder, monkeypatch,
+                                                                  send):
+    """Rows are mined from reads made as the LongMemEval experiment makes them: at the
+    question's date where the data set gives one (``recipe.query_timestamp``)."""
+    from experiments.data.registry import load_dataset
+    from experiments.train_stacked import mine_features
+
+    dataset = load_dataset({"name": "synthetic", "world": {
+        "seed": 5, "n_spaces": 1, "facts_per_space": 4, "paraphrases_per_fact": 1,
+        "verbatim_per_fact": 0, "multi_subject_queries": 0, "unanswerable_queries": 0,
+        "near_duplicates": 0, "observations_per_space": 0}}, None)
+    dated = dataset.queries[0].query_id
+    dataset = dataclasses.replace(dataset, queries=tuple(
+        dataclasses.replace(q, query_timestamp="2024-03-01T00:00:00Z")
+        if q.query_id == dated else q for q in dataset.queries))
+    seen: dict[str, object] = {}
+    original = MemoryEngine.retrieve
+
+    def spy(self, request=None, /, **fields):
+        seen[fields["query"]] = fields.get("query_timestamp")
+        return original(self, request, **fields)
+
+    monkeypatch.setattr(MemoryEngine, "retrieve", spy)
+    recipe = stacked_recipe_from_mapping({"query_timestamp": send})
+    src = recipe.sources["synthetic"]
+    mine_features("synthetic", dataset, src, EngineSpec(), recipe, progress=False,
+                  embedder=hash_embedder)
+    texts = {q.query_id: q.text for q in dataset.queries}
+    assert seen[texts[dated]] == ("2024-03-01T00:00:00Z" if send else None)
+    assert all(v is None for q, v in seen.items() if q != texts[dated]) and len(seen) > 1
 
 
 @pytest.mark.slow
