@@ -118,7 +118,9 @@ class StackedRecipe:
     prefer_observations: bool = True
     # send each question's date as the read's query_timestamp where the data set gives one
     # (LongMemEval's question_date), so "last Saturday" is read as the question meant it, as
-    # the LongMemEval experiment asks (conf/experiment/longmemeval.yaml); False: the clock
+    # the LongMemEval experiment asks (conf/experiment/longmemeval.yaml); False: the clock.
+    # Any question carrying a query_timestamp sends it: LoCoMo's is a stand-in (the last
+    # session's date), harmless only because LoCoMo is never a training source
     query_timestamp: bool = True
     sources: Mapping[str, SourceSpec] = field(default_factory=default_stacked_sources)
     # source name -> a conf/data block whose questions are removed from that source: every

@@ -49,6 +49,8 @@ def test_longmemeval_asks_at_the_question_date_and_locomo_does_not(experiment, e
     it; LoCoMo gives none (its stand-in, the last session's date, is the harness's guess)."""
     from hydra import compose, initialize_config_dir
 
+    import experiments.config  # noqa: F401  (registers the structured schemas config.yaml names)
+
     conf = Path(__file__).resolve().parents[2] / "conf"
     with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
         cfg = compose(config_name="config", overrides=[f"experiment={experiment}"])
