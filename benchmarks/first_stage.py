@@ -29,8 +29,9 @@ BASE: dict[str, Any] = {"default_mode": "fast", "cache": {"enabled": False}}
 CONFIGS: dict[str, dict[str, Any]] = {
     "before (RRF, no neighbour context, no speaker boost)": {
         "channels": {"keyword_context_weight": 0.0},
-        "fusion": {"method": "rrf", "speaker_weight": 0.0}},
+        "fusion": {"method": "rrf", "speaker_weight": 0.0, "reply_weight": 0.0}},
     "default": {},
+    "default without the reply term": {"fusion": {"reply_weight": 0.0}},
     "default with pools of 100": {"channels": {"dense_pool": 100, "keyword_pool": 100}},
 }
 

@@ -177,12 +177,20 @@ class FusionSpec:
     # LongMemEval oracle questions outside the S subset (0 / 0.25 / 0.5 / 1 / 2;
     # docs/recorded_figures.md), never on LoCoMo (whose turns carry no role)
     person_weight: float = 0.5
+    # a turn that replies to a pooled question (the next turn of its session after a turn
+    # holding "?") also scores by that question's fused score: "How did you two meet?" ->
+    # "It happened at yoga in the park." (memory_core/fusion/boost.py); 0 = off. Only between
+    # turns without a chat role (metadata[role_key]): in LongMemEval's user-assistant chats
+    # it cost oracle turn recall_all@10 0.924 -> 0.875 at 0.5. 0.5 chosen on LoCoMo by 2-fold
+    # cross-fitting over its conversations (0.25 / 0.5 / 1: 0.5 on every half; no other data
+    # set has conversations between people with evidence labels; docs/recorded_figures.md)
+    reply_weight: float = 0.5
     role_key: str = "role"
     asker_role: str = "user"
     agent_role: str = "assistant"
 
     def __post_init__(self) -> None:
-        for name in ("session_weight", "speaker_weight", "person_weight"):
+        for name in ("session_weight", "speaker_weight", "person_weight", "reply_weight"):
             w = getattr(self, name)
             if not (isinstance(w, (int, float)) and 0.0 <= w <= 10.0):
                 raise ValueError(f"fusion.{name} must be within [0, 10], got {w!r}")

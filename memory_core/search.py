@@ -176,13 +176,14 @@ def pool(comp: Components, request: RetrieveRequest, space_ids: Sequence[str], q
 
 
 def boosted(comp: Components, query: str, fused: list[Candidate]) -> list[Candidate]:
-    """The fused list re-scored by session evidence, named speakers and the question's person
-    (``fusion.session_weight`` / ``speaker_weight`` / ``person_weight``;
-    :mod:`memory_core.fusion.boost`)."""
+    """The fused list re-scored by session evidence, named speakers, the question's person and
+    replies to pooled questions (``fusion.session_weight`` / ``speaker_weight`` /
+    ``person_weight`` / ``reply_weight``; :mod:`memory_core.fusion.boost`)."""
     fs = comp.spec.fusion
     addressed = (addressed_role(query, fs.asker_role, fs.agent_role) if fs.person_weight
                  else None)
-    if not fused or (fs.session_weight == 0 and fs.speaker_weight == 0 and addressed is None):
+    if not fused or (fs.session_weight == 0 and fs.speaker_weight == 0 and addressed is None
+                     and fs.reply_weight == 0):
         return fused
     rowids = [r for c in fused if (r := rowid_of(c.memory_id))]
     session_of: dict[str, Any] = {}
@@ -197,9 +198,13 @@ def boosted(comp: Components, query: str, fused: list[Candidate]) -> list[Candid
     role_of = ({memory_id_of(r): v for r, v in
                 comp.store.metadata_texts(rowids, fs.role_key).items()}
                if addressed is not None else None)
+    reply_of = ({memory_id_of(q): memory_id_of(r)
+                 for q, r in comp.store.replies(rowids, fs.role_key).items()}
+                if fs.reply_weight else None)
     return boost(fused, session_of, speaker_of, query, session_weight=fs.session_weight,
                  speaker_weight=fs.speaker_weight, person_weight=fs.person_weight,
-                 role_of=role_of, addressed=addressed)
+                 role_of=role_of, addressed=addressed, reply_weight=fs.reply_weight,
+                 reply_of=reply_of)
 
 
 def evidence_probe(comp: Components, request: RetrieveRequest, query_vec: Any, depth: int,

@@ -8,6 +8,7 @@ Signals that a single memory cannot carry alone, added after fusion over the sam
     boosted(d) = s'(d) + w_session * max{ s'(e) : e in the pool, session(e) = session(d) }
                        + w_speaker * [the query names speaker(d)]
                        + w_person  * [role(d) = the role the query's grammatical person names]
+                       + w_reply   * max{ s'(q) : q in the pool, d is the reply to question q }
 
 - *Session evidence* (hierarchical retrieval): a turn of a session whose best turn matches the
   question well is more likely to hold the evidence than an equally scored turn of an
@@ -22,6 +23,11 @@ Signals that a single memory cannot carry alone, added after fusion over the sam
   user's own (:func:`memory_core.person.addressed_role`). A memory's role is
   ``metadata[role_key]``; memories without one, and questions in the third person, get
   nothing (a conversation between named people, as in LoCoMo, is left as it is).
+- *Reply*: a turn that asks something ("How did you two meet?") is often what the question
+  matches, while the evidence is the next turn, which answers it ("It happened at yoga in the
+  park.") and shares no word with the question. The turn right after a pooled turn holding a
+  "?" in the same session is its reply (``reply_of``: question id -> reply id) and also
+  scores by the question's scaled score. A reply outside the pool stays outside it.
 
 Ties are broken by the fused rank, so with every weight 0 the order is the fused order.
 
@@ -67,20 +73,24 @@ def boost(fused: Sequence[Candidate], session_of: Mapping[str, Hashable | None],
           speaker_of: Mapping[str, str | None], query: str, *, session_weight: float,
           speaker_weight: float, person_weight: float = 0.0,
           role_of: Mapping[str, str | None] | None = None,
-          addressed: str | None = None) -> list[Candidate]:
+          addressed: str | None = None, reply_weight: float = 0.0,
+          reply_of: Mapping[str, str] | None = None) -> list[Candidate]:
     """The fused list re-scored by session evidence, named speakers and the question's person
     (module docstring).
 
     ``session_of`` / ``speaker_of`` / ``role_of`` map memory ids to their session, speaker
     and role (absent or None: none); ``addressed`` is the role the question asks for
-    (:func:`memory_core.person.addressed_role`; None: no person term). Returns a new list,
-    ranks renumbered from 1; the input is not changed.
+    (:func:`memory_core.person.addressed_role`; None: no person term); ``reply_of`` maps a
+    question turn's id to the id of the turn that replies to it. Returns a new list, ranks
+    renumbered from 1; the input is not changed.
     """
     # the person term only where some memory has the addressed role: otherwise nothing moves
     # (not even the scale of the scores)
     person = person_weight if addressed is not None and role_of is not None \
         and addressed in role_of.values() else 0.0
-    if not fused or (session_weight == 0 and speaker_weight == 0 and person == 0):
+    reply = reply_weight if reply_of else 0.0
+    if not fused or (session_weight == 0 and speaker_weight == 0 and person == 0
+                     and reply == 0):
         return list(fused)
     top = max(c.score for c in fused)
     scale = top if top > 0 else 1.0
@@ -90,6 +100,10 @@ def boost(fused: Sequence[Candidate], session_of: Mapping[str, Hashable | None],
         session = session_of.get(c.memory_id)
         if session is not None:
             best[session] = max(best.get(session, float("-inf")), scaled[c.memory_id])
+    asked: dict[str, float] = {}  # reply id -> the best scaled score of a question it answers
+    for q, r in (reply_of or {}).items():
+        if q in scaled and r in scaled:
+            asked[r] = max(asked.get(r, 0.0), scaled[q])
     words = query_words(query) if speaker_weight else frozenset()
     scores: dict[str, float] = {}
     for c in fused:
@@ -100,6 +114,8 @@ def boost(fused: Sequence[Candidate], session_of: Mapping[str, Hashable | None],
             s += speaker_weight
         if person and role_of is not None and role_of.get(c.memory_id) == addressed:
             s += person
+        if reply:
+            s += reply * asked.get(c.memory_id, 0.0)
         scores[c.memory_id] = s
     order = sorted(fused, key=lambda c: (-scores[c.memory_id], c.rank))
     return [dataclasses.replace(c, score=scores[c.memory_id], rank=i + 1)

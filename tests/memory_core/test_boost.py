@@ -1,4 +1,4 @@
-"""Session evidence, named speakers and the question's person after fusion
+"""Session evidence, named speakers, the question's person and replies to questions after fusion
 (memory_core/fusion/boost.py)."""
 
 from __future__ import annotations
@@ -200,3 +200,84 @@ def test_engine_leaves_third_person_questions_alone(hash_embedder):
             resp = eng.retrieve(query=query, space_id="chat", mode="fast", limit=3)
             orders.append([(r.memory_id, r.relevance_score) for r in resp.results])
     assert orders[0] == orders[1] and len(orders[0]) == 3
+
+
+# --------------------------------------------------------------------------- replies
+def test_reply_term_by_hand():
+    # scaled: m0 1.0 (a question), m1 0.5, m2 0.25 (m0's reply): m2 gains 0.5 * 1.0
+    out = boost(_fused(0.04, 0.02, 0.01), {}, {}, "q", session_weight=0, speaker_weight=0,
+                reply_weight=0.5, reply_of={"m0": "m2", "m1": "absent"})
+    assert [(c.memory_id, c.score) for c in out] == [
+        ("m0", pytest.approx(1.0)), ("m2", pytest.approx(0.75)), ("m1", pytest.approx(0.5))]
+    assert [c.rank for c in out] == [1, 2, 3]
+    # a reply of two pooled questions takes the better one; a reply outside the pool stays out
+    out = boost(_fused(0.04, 0.02, 0.01), {}, {}, "q", session_weight=0, speaker_weight=0,
+                reply_weight=1.0, reply_of={"m0": "m2", "m1": "m2", "m9": "m1"})
+    assert {c.memory_id: c.score for c in out}["m2"] == pytest.approx(1.25)
+    assert {c.memory_id for c in out} == {"m0", "m1", "m2"}
+    fused = _fused(0.04, 0.02, 0.01)
+    assert boost(fused, {}, {}, "q", session_weight=0, speaker_weight=0, reply_weight=0.5,
+                 reply_of={}) == fused
+    assert boost(fused, {}, {}, "q", session_weight=0, speaker_weight=0, reply_weight=0.0,
+                 reply_of={"m0": "m2"}) == fused
+
+
+def test_reply_weight_is_checked():
+    assert FusionSpec().reply_weight == 0.5
+    with pytest.raises(ValueError, match="reply_weight"):
+        FusionSpec(reply_weight=-0.1)
+
+
+def _conversation(eng, roles: bool = False) -> dict[str, int]:
+    """Two sessions of a conversation; rowids by label."""
+    from memory_core.store.ids import rowid_of
+
+    eng.create_space("talk")
+
+    def turn(text, session, speaker, role=None):
+        meta = {"speaker": speaker, **({"role": role} if role else {})}
+        return {"content": f"{speaker}: {text}", "session_id": session, "metadata": meta,
+                "timestamp": "2023-05-01T10:00:00Z"}
+    ids = eng.write_many("talk", [
+        turn("I met my new neighbour Anna yesterday!", "s1", "Deb", "user" if roles else None),
+        turn("How did you two meet?", "s1", "Jo", "assistant" if roles else None),
+        turn("It happened at yoga in the park.", "s1", "Deb", "user" if roles else None),
+        turn("Are you coming to the party?", "s2", "Jo"),
+        turn("Sure, see you there.", "s2", "Deb"),
+        turn("What time is it?", "s2", "Jo"),  # the session's last turn: no reply
+    ])
+    return {k: rowid_of(i) for k, i in zip(
+        ("met", "how", "yoga", "party", "sure", "time"), ids, strict=True)}
+
+
+def test_store_finds_the_reply_of_each_question_turn(hash_embedder):
+    with MemoryEngine.open(":memory:", embedder=hash_embedder) as eng:
+        r = _conversation(eng)
+        store = eng.store
+        got = store.replies(r.values(), "role")
+        # statements have no reply; a session's last question has none; sessions don't mix
+        assert got == {r["how"]: r["yoga"], r["party"]: r["sure"]}
+
+
+def test_store_leaves_chat_turns_with_a_role_out(hash_embedder):
+    with MemoryEngine.open(":memory:", embedder=hash_embedder) as eng:
+        r = _conversation(eng, roles=True)
+        got = eng.store.replies(r.values(), "role")
+        assert r["how"] not in got and got == {r["party"]: r["sure"]}
+        with pytest.raises(ValueError, match="quotes"):
+            eng.store.replies(r.values(), 'ro"le')
+
+
+@pytest.mark.parametrize("weight", [0.0, 0.5])
+def test_engine_lifts_the_reply_to_a_matching_question(hash_embedder, weight):
+    from memory_core.store.ids import memory_id_of
+
+    spec = EngineSpec(fusion=FusionSpec(reply_weight=weight))
+    with MemoryEngine.open(":memory:", spec, embedder=hash_embedder) as eng:
+        r = _conversation(eng)
+        resp = eng.retrieve(query="Where did Deb meet Anna?", space_id="talk", mode="fast",
+                            limit=6)
+        order = [x.memory_id for x in resp.results]
+        yoga, sure = order.index(memory_id_of(r["yoga"])), order.index(memory_id_of(r["sure"]))
+        # the answer shares no word with the question: only its question lifts it
+        assert (yoga < sure) == (weight > 0)
