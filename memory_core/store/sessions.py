@@ -44,33 +44,39 @@ class SessionQueries(Database):
 
     def replies(self, rowids: Iterable[int], role_key: str) -> dict[int, int]:
         """``question rowid -> reply rowid``: for each fact of ``rowids`` that has a session,
-        holds a "?" and carries no ``metadata[role_key]``, the next fact of that session in
-        (timestamp, write) order, when it carries no role either (none after the session's
-        last turn). Turns of a user's chat with an assistant (a role on each) are left out:
-        there a question is a request and its reply generic advice. Every fact is read,
-        whatever a request's filter; a caller keeps only replies it already holds."""
+        holds a "?" and carries no role (``metadata[role_key]`` not a string), the next fact of
+        that session (same space, user and agent; in timestamp, then write, order: the
+        neighbour the keyword context indexes), when it carries no role either (none after the
+        session's last turn). Turns of a user's chat with an assistant (a role on each) are
+        left out: there a question is a request and its reply generic advice. The next fact is
+        read whatever a request's filter: a caller keeps only replies it already holds, so a
+        turn the request may not see only ever takes a pair away, never adds one."""
         if '"' in role_key or "\\" in role_key:
             raise ValueError(f"metadata key may not hold quotes or backslashes: {role_key!r}")
         path = f'$."{role_key}"'
+        roleless = "COALESCE(json_type({}.metadata, ?), '') != 'text'"
         out: dict[int, int] = {}
         for chunk in _chunks(sorted(set(rowids)), 500):
             marks = ",".join("?" * len(chunk))
-            rows = self._query(
+            out.update((int(q), int(r)) for q, r in self._query(
                 "SELECT q.rowid, (SELECT m.rowid FROM memories m WHERE m.space_id = q.space_id "
-                "AND m.session_id = q.session_id AND m.memory_type = 'fact' AND "
-                "(m.timestamp > q.timestamp OR (m.timestamp = q.timestamp AND m.rowid > q.rowid)) "
-                "ORDER BY m.timestamp, m.rowid LIMIT 1) AS r FROM memories q "
-                f"WHERE q.rowid IN ({marks}) AND q.session_id IS NOT NULL "
+                "AND m.session_id = q.session_id AND m.memory_type = 'fact' "
+                "AND m.user_id IS q.user_id AND m.agent_id IS q.agent_id "
+                "AND m.timestamp >= q.timestamp AND (m.timestamp > q.timestamp "
+                "OR m.rowid > q.rowid) ORDER BY m.timestamp, m.rowid LIMIT 1) AS r "
+                f"FROM memories q WHERE q.rowid IN ({marks}) AND q.session_id IS NOT NULL "
                 "AND q.memory_type = 'fact' AND instr(q.content, '?') > 0 "
-                "AND json_type(q.metadata, ?) IS NULL", (*chunk, path))
-            answers = {int(r[1]) for r in rows if r[1] is not None}
-            if not answers:
+                f"AND {roleless.format('q')}", (*chunk, path))
+                if r is not None)
+            if not out:
                 continue
+            answers = sorted(set(out.values()))
             rmarks = ",".join("?" * len(answers))
-            roleless = {int(r[0]) for r in self._query(
-                f"SELECT rowid FROM memories WHERE rowid IN ({rmarks}) "
-                "AND json_type(metadata, ?) IS NULL", (*sorted(answers), path))}
-            out.update((int(q), int(r)) for q, r in rows if r is not None and int(r) in roleless)
+            with_role = {int(r[0]) for r in self._query(
+                f"SELECT rowid FROM memories m WHERE rowid IN ({rmarks}) "
+                f"AND NOT ({roleless.format('m')})", (*answers, path))}
+            for q in [q for q, r in out.items() if r in with_role]:
+                del out[q]
         return out
 
     def turn_context(self, rowid: int) -> str | None:

@@ -218,6 +218,9 @@ def test_reply_term_by_hand():
     fused = _fused(0.04, 0.02, 0.01)
     assert boost(fused, {}, {}, "q", session_weight=0, speaker_weight=0, reply_weight=0.5,
                  reply_of={}) == fused
+    # no question pooled with its reply: nothing moves, not even the scale of the scores
+    assert boost(fused, {}, {}, "q", session_weight=0, speaker_weight=0, reply_weight=0.5,
+                 reply_of={"m0": "m9", "m8": "m1"}) == fused
     assert boost(fused, {}, {}, "q", session_weight=0, speaker_weight=0, reply_weight=0.0,
                  reply_of={"m0": "m2"}) == fused
 
@@ -281,3 +284,46 @@ def test_engine_lifts_the_reply_to_a_matching_question(hash_embedder, weight):
         yoga, sure = order.index(memory_id_of(r["yoga"])), order.index(memory_id_of(r["sure"]))
         # the answer shares no word with the question: only its question lifts it
         assert (yoga < sure) == (weight > 0)
+
+
+def test_store_reply_follows_time_then_write_order_within_one_user(hash_embedder):
+    """The reply is the next turn by timestamp (then write order), of the same space, session,
+    user and agent; a role-tagged reply is no reply; a turn without a session has none; a
+    session id shared by two spaces is two sessions."""
+    from memory_core.store.ids import rowid_of
+
+    with MemoryEngine.open(":memory:", embedder=hash_embedder) as eng:
+        eng.create_space("a")
+        eng.create_space("b")
+        ids = eng.write_many("a", [
+            # written out of time order: the reply to "q1" is the 10:01 turn, not the next row
+            {"content": "Ann: Why not?", "session_id": "s", "timestamp": "2023-05-01T10:00:00Z",
+             "user_id": "u1"},                                                         # q1
+            {"content": "Bob: Later.", "session_id": "s", "timestamp": "2023-05-01T10:05:00Z",
+             "user_id": "u1"},
+            {"content": "Bob: Because.", "session_id": "s", "timestamp": "2023-05-01T10:01:00Z",
+             "user_id": "u1"},                                                         # r1
+            {"content": "Cy: Other user's turn", "session_id": "s",
+             "timestamp": "2023-05-01T10:00:30Z", "user_id": "u2"},
+            {"content": "Ann: Tea?", "session_id": "s", "timestamp": "2023-05-01T11:00:00Z",
+             "user_id": "u1"},                                                         # q2
+            {"content": "Bob: Yes please.", "session_id": "s",
+             "timestamp": "2023-05-01T11:01:00Z", "user_id": "u1",
+             "metadata": {"role": "assistant"}},                                       # a role
+            {"content": "Ann: Done?", "timestamp": "2023-05-01T12:00:00Z"},            # no session
+        ])
+        (other,) = eng.write_many("b", [{"content": "Dee: In b.", "session_id": "s",
+                                         "timestamp": "2023-05-01T10:00:10Z",
+                                         "user_id": "u1"}])
+        r = [rowid_of(i) for i in ids]
+        got = eng.store.replies([*r, rowid_of(other)], "role")
+        assert got == {r[0]: r[2]}
+        # role values that are not strings do not count as a role (as metadata_texts reads them)
+        eng.create_space("c")
+        ids = eng.write_many("c", [
+            {"content": "Ann: Tea?", "session_id": "s", "metadata": {"role": None},
+             "timestamp": "2023-05-01T10:00:00Z"},
+            {"content": "Bob: Yes.", "session_id": "s", "metadata": {"role": 3},
+             "timestamp": "2023-05-01T10:01:00Z"}])
+        assert eng.store.replies([rowid_of(i) for i in ids], "role") == {
+            rowid_of(ids[0]): rowid_of(ids[1])}
