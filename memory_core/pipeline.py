@@ -190,7 +190,9 @@ def run(comp: Components, request: RetrieveRequest, space_ids: Sequence[str], *,
         time=TimeTrace(times.format_instant(now), None if window is None
                        else tuple(window.as_text())),  # type: ignore[arg-type]
         filters=frozen_map(filter_traces), channels=frozen_map(whole.channels),
-        candidates=frozen_map(whole.lists), failed_spaces=failed_spaces, tier=tier,
+        candidates=frozen_map(whole.lists),
+        boosts=frozen_map({s: v.boosts for s, v in whole.lists.items() if v.boosts}),
+        failed_spaces=failed_spaces, tier=tier,
         escalation=escalated, dedup=dedup, prefer_observations=prefer_note,
         rerank=scoring.with_rows(scored, kept), fallback=scored.fallback,
         expansion=(results.expansion_record(subjects, found, kept)

@@ -101,13 +101,18 @@ def candidates_for_space(comp: Components, request: RetrieveRequest, space_id: s
             request.query_timestamp, "query_timestamp"), ch.recency_half_life_days,
             ch.recency_pool))
         fused = fuse(lists, spec.fusion)
-    fused = boosted(comp, request.query, fused)
+    terms: dict[str, dict[str, float]] = {}
+    fused = boosted(comp, request.query, fused, terms)
     depth = spec.trace.depth
     record = ChannelCounts(frozen_map(counts), len(fused), top_cosine,
                            None if entity_match is None else frozen_map(entity_match),
                            "as_of" if graph_on and request.as_of is not None else None)
+    traced = trace_rows(fused, depth)
+    shown = {r.memory_id for r in traced}
     rows = CandidateLists(frozen_map({lst[0].channel.value: trace_rows(lst, depth)
-                                      for lst in lists if lst}), trace_rows(fused, depth))
+                                      for lst in lists if lst}), traced,
+                          frozen_map({m: frozen_map({k: round(v, 6) for k, v in t.items()})
+                                      for m, t in terms.items() if m in shown}))
     if channel_lists is not None:
         channel_lists.extend(lists)
     return Pooled(fused, {space_id: record}, {space_id: rows})
@@ -175,10 +180,12 @@ def pool(comp: Components, request: RetrieveRequest, space_ids: Sequence[str], q
     return Pooled(fused, channels, rows)
 
 
-def boosted(comp: Components, query: str, fused: list[Candidate]) -> list[Candidate]:
+def boosted(comp: Components, query: str, fused: list[Candidate],
+            terms: dict[str, dict[str, float]] | None = None) -> list[Candidate]:
     """The fused list re-scored by session evidence, named speakers, the question's person and
     replies to pooled questions (``fusion.session_weight`` / ``speaker_weight`` /
-    ``person_weight`` / ``reply_weight``; :mod:`memory_core.fusion.boost`)."""
+    ``person_weight`` / ``reply_weight``; :mod:`memory_core.fusion.boost`). ``terms``, when
+    given, receives what each term added to each lifted memory (:func:`boost`)."""
     fs = comp.spec.fusion
     addressed = (addressed_role(query, fs.asker_role, fs.agent_role) if fs.person_weight
                  else None)
@@ -204,7 +211,7 @@ def boosted(comp: Components, query: str, fused: list[Candidate]) -> list[Candid
     return boost(fused, session_of, speaker_of, query, session_weight=fs.session_weight,
                  speaker_weight=fs.speaker_weight, person_weight=fs.person_weight,
                  role_of=role_of, addressed=addressed, reply_weight=fs.reply_weight,
-                 reply_of=reply_of)
+                 reply_of=reply_of, terms=terms)
 
 
 def evidence_probe(comp: Components, request: RetrieveRequest, query_vec: Any, depth: int,

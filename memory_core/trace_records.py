@@ -84,10 +84,14 @@ class ChannelCounts:
 @dataclass(frozen=True)
 class CandidateLists:
     """One space's lists as fusion saw them: each channel's top rows (by channel name) and the
-    fused list's (``trace.depth`` rows each)."""
+    fused list's (``trace.depth`` rows each). ``boosts`` carries, for the traced fused rows a
+    conversation boost lifted, what each term added (memory id -> {``session`` / ``speaker``
+    / ``person`` / ``reply``: amount}; :mod:`memory_core.fusion.boost`) to the trace's own
+    ``boosts`` stage; it is not part of this record's wire form, whose keys are list names."""
 
     lists: Mapping[str, tuple[TraceRow, ...]] = field(default_factory=lambda: frozen_map(None))
     fused: tuple[TraceRow, ...] | None = None
+    boosts: Mapping[str, Mapping[str, float]] = field(default_factory=lambda: frozen_map(None))
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {k: _row_lists(v) for k, v in self.lists.items()}

@@ -236,6 +236,9 @@ def candidate_table(receipt: Receipt, memories: Mapping[str, Memory] | None = No
         row.update(cut=d.reason.value, stage=d.stage, score_at_cut=float(d.score),
                    rank_at_cut=d.rank, detail=d.detail, target=drop_target(d.detail),
                    cut_scale=(ScoreScale.FUSED if pre else scale).value)
+    # what each conversation boost added to a traced fused row (memory_core/fusion/boost.py)
+    lifted = {(space, m): t for space, by_memory in receipt.trace.boosts.items()
+              for m, t in by_memory.items()}
     beyond_trace = sum(1 for key in rows if key not in trace and (None, key[1]) not in trace)
     spaces_traced = {s for s, _ in trace}
     for (space, memory_id), lists in trace.items():
@@ -245,6 +248,8 @@ def candidate_table(receipt: Receipt, memories: Mapping[str, Memory] | None = No
             row = rows[hit] if hit else row_of(space, memory_id)
         else:
             row = rows[(space, memory_id)]
+        if (space, memory_id) in lifted:
+            row["boosts"] = boost_text(lifted[(space, memory_id)])
         for name, (score, rank) in lists.items():
             if name == "fused":
                 row["fused_rank"], row["fused_score"] = rank, score
@@ -286,7 +291,7 @@ def candidate_table(receipt: Receipt, memories: Mapping[str, Memory] | None = No
             row["space_id"] = m.space_id
 
     frame = _frame(list(rows.values()), channels, feature_names, gold_set is not None,
-                   learned or scale is not ScoreScale.POSITION)
+                   learned or scale is not ScoreScale.POSITION, bool(lifted))
     scales: dict[str, ScoreScale] = {f"{c}_score": ScoreScale.CHANNEL for c in channels}
     scales["fused_score"] = ScoreScale.FUSED
     if "rerank_score" in frame.columns:
@@ -317,8 +322,18 @@ def _short(text: str, n: int = CONTENT_CHARS) -> str:
     return flat if len(flat) <= n else flat[:n - 1] + "…"
 
 
+def boost_text(terms: Mapping[str, float]) -> str:
+    """What the conversation boosts added to a fused row, largest first.
+
+    Example:
+        >>> boost_text({"person": 0.5, "reply": 0.73})
+        'reply +0.73, person +0.50'
+    """
+    return ", ".join(f"{k} {v:+.2f}" for k, v in sorted(terms.items(), key=lambda kv: -kv[1]))
+
+
 def _frame(rows: list[dict[str, Any]], channels: Sequence[str], features: Sequence[str],
-           with_gold: bool, with_rerank: Any) -> pl.DataFrame:
+           with_gold: bool, with_rerank: Any, with_boosts: bool = False) -> pl.DataFrame:
     schema: dict[str, Any] = {"memory_id": pl.String, "content": pl.String}
     if with_gold:
         schema["gold"] = pl.Boolean
@@ -326,6 +341,8 @@ def _frame(rows: list[dict[str, Any]], channels: Sequence[str], features: Sequen
         schema[f"{c}_rank"] = pl.Int64
         schema[f"{c}_score"] = pl.Float64
     schema.update({"fused_rank": pl.Int64, "fused_score": pl.Float64})
+    if with_boosts:
+        schema["boosts"] = pl.String
     if with_rerank:
         schema.update({"rerank_rank": pl.Int64, "rerank_score": pl.Float64})
     schema.update({f"f_{n}": pl.Float64 for n in features})

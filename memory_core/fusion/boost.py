@@ -77,7 +77,8 @@ def boost(fused: Sequence[Candidate], session_of: Mapping[str, Hashable | None],
           speaker_weight: float, person_weight: float = 0.0,
           role_of: Mapping[str, str | None] | None = None,
           addressed: str | None = None, reply_weight: float = 0.0,
-          reply_of: Mapping[str, str] | None = None) -> list[Candidate]:
+          reply_of: Mapping[str, str] | None = None,
+          terms: dict[str, dict[str, float]] | None = None) -> list[Candidate]:
     """The fused list re-scored by session evidence, named speakers and the question's person
     (module docstring).
 
@@ -85,7 +86,10 @@ def boost(fused: Sequence[Candidate], session_of: Mapping[str, Hashable | None],
     and role (absent or None: none); ``addressed`` is the role the question asks for
     (:func:`memory_core.person.addressed_role`; None: no person term); ``reply_of`` maps a
     question turn's id to the id of the turn that replies to it. Returns a new list, ranks
-    renumbered from 1; the input is not changed.
+    renumbered from 1; the input is not changed. With ``terms`` (a dict), each memory that a
+    term lifted gets ``terms[id] = {term: amount added}`` (``session`` / ``speaker`` /
+    ``person`` / ``reply``; the session term counts only what its session's best turn adds
+    above the memory's own score), so a receipt can say why a memory rose.
     """
     # the person term only where some memory has the addressed role: otherwise nothing moves
     # (not even the scale of the scores)
@@ -113,16 +117,23 @@ def boost(fused: Sequence[Candidate], session_of: Mapping[str, Hashable | None],
     words = query_words(query) if speaker_weight else frozenset()
     scores: dict[str, float] = {}
     for c in fused:
-        s = scaled[c.memory_id]
+        own = s = scaled[c.memory_id]
         session = session_of.get(c.memory_id)
+        added = {"session": session_weight * ((best[session] if session is not None else own)
+                                              - own)}
         s += session_weight * (best[session] if session is not None else s)
         if speaker_weight and names_speaker(words, speaker_of.get(c.memory_id)):
             s += speaker_weight
+            added["speaker"] = speaker_weight
         if person and role_of is not None and role_of.get(c.memory_id) == addressed:
             s += person
-        if reply:
-            s += reply * asked.get(c.memory_id, 0.0)
+            added["person"] = person
+        if reply and c.memory_id in asked:
+            s += reply * asked[c.memory_id]
+            added["reply"] = reply * asked[c.memory_id]
         scores[c.memory_id] = s
+        if terms is not None and (lifted := {k: v for k, v in added.items() if v != 0}):
+            terms[c.memory_id] = lifted
     order = sorted(fused, key=lambda c: (-scores[c.memory_id], c.rank))
     return [dataclasses.replace(c, score=scores[c.memory_id], rank=i + 1)
             for i, c in enumerate(order)]

@@ -171,3 +171,21 @@ def test_scale_target_and_tags_helpers():
     assert drop_target("score<0.5") is None and drop_target(None) is None
     assert compact_tags(["x", "y"]) == "x, y"
     assert compact_tags([]) == ""
+
+
+def test_boosted_rows_say_what_lifted_them():
+    """A receipt whose trace records conversation boosts gets a ``boosts`` column beside the
+    fused score; a receipt without them has no such column."""
+    from memory_core.trace import Trace
+
+    stages = {"candidates": {"s": dict(FAST.stages["candidates"]["s"])},
+              "boosts": {"s": {"mem_2": {"reply": 0.4}, "mem_4": {"person": 0.5, "reply": 0.25}}}}
+    lifted = Receipt(FAST.receipt_id, FAST.created_at, FAST.request, FAST.kept, FAST.dropped,
+                     None, frozen_map(stages))
+    assert Trace.from_dict(stages).to_dict()["boosts"] == stages["boosts"]  # round-trips
+    f = candidate_table(lifted, MEMORIES).frame
+    assert f.columns.index("boosts") == f.columns.index("fused_score") + 1
+    assert dict(zip(f["memory_id"], f["boosts"], strict=True)) == {
+        "mem_9": None, "mem_2": "reply +0.40", "mem_1": None, "mem_3": None,
+        "mem_4": "person +0.50, reply +0.25", "mem_5": None}
+    assert "boosts" not in candidate_table(FAST, MEMORIES).frame.columns

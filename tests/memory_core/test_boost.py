@@ -327,3 +327,41 @@ def test_store_reply_follows_time_then_write_order_within_one_user(hash_embedder
              "timestamp": "2023-05-01T10:01:00Z"}])
         assert eng.store.replies([rowid_of(i) for i in ids], "role") == {
             rowid_of(ids[0]): rowid_of(ids[1])}
+
+
+def test_receipt_says_what_each_boost_added(hash_embedder):
+    """The trace's candidate lists record, per lifted fused row, what each term added; the
+    record reads back from a persisted receipt."""
+    from memory_core.store.ids import memory_id_of
+
+    spec = EngineSpec(fusion=FusionSpec(reply_weight=0.5))
+    with MemoryEngine.open(":memory:", spec, embedder=hash_embedder) as eng:
+        r = _conversation(eng)
+        resp = eng.retrieve(query="Where did Deb meet Anna?", space_id="talk", mode="fast",
+                            limit=6, receipt=True)
+        receipt = eng.get_receipt(resp.trace_id)
+        boosts = receipt.trace.boosts["talk"]
+        yoga, how = memory_id_of(r["yoga"]), memory_id_of(r["how"])
+        # "sure" replies to the party question, which fused at the floor (0): it adds nothing
+        assert set(boosts) == {yoga}
+        assert boosts[yoga]["reply"] == pytest.approx(0.5)  # its question ranked first
+        assert how not in boosts and set(receipt.stages["candidates"]["talk"]) == {
+            "dense", "keyword", "fused"}  # a stage of its own, not a list name
+        assert receipt.stages["boosts"]["talk"][yoga] == {"reply": pytest.approx(0.5)}
+    with MemoryEngine.open(":memory:", EngineSpec(fusion=FusionSpec(reply_weight=0.0)),
+                           embedder=hash_embedder) as eng:
+        _conversation(eng)
+        resp = eng.retrieve(query="Where did Deb meet Anna?", space_id="talk", mode="fast",
+                            limit=6)
+        receipt = eng.get_receipt(resp.trace_id)
+        assert not receipt.trace.boosts and "boosts" not in receipt.stages
+
+
+def test_boost_terms_by_hand():
+    terms: dict[str, dict[str, float]] = {}
+    boost(_fused(0.04, 0.02, 0.01), {"m0": "A", "m2": "A"}, {"m1": "Ann"}, "Ann?",
+          session_weight=0.5, speaker_weight=0.2, reply_weight=1.0, reply_of={"m0": "m1"},
+          terms=terms)
+    # m2's session best is m0 (1.0): +0.5 * (1.0 - 0.25); m1 is named and replies to m0
+    assert terms == {"m2": {"session": pytest.approx(0.375)},
+                     "m1": {"speaker": 0.2, "reply": pytest.approx(1.0)}}
