@@ -117,21 +117,19 @@ def boost(fused: Sequence[Candidate], session_of: Mapping[str, Hashable | None],
     words = query_words(query) if speaker_weight else frozenset()
     scores: dict[str, float] = {}
     for c in fused:
-        own = s = scaled[c.memory_id]
+        own = scaled[c.memory_id]
         session = session_of.get(c.memory_id)
-        added = {"session": session_weight * ((best[session] if session is not None else own)
-                                              - own)}
-        s += session_weight * (best[session] if session is not None else s)
-        if speaker_weight and names_speaker(words, speaker_of.get(c.memory_id)):
-            s += speaker_weight
-            added["speaker"] = speaker_weight
-        if person and role_of is not None and role_of.get(c.memory_id) == addressed:
-            s += person
-            added["person"] = person
-        if reply and c.memory_id in asked:
-            s += reply * asked[c.memory_id]
-            added["reply"] = reply * asked[c.memory_id]
-        scores[c.memory_id] = s
+        in_session = best[session] if session is not None else own
+        added = {"session": session_weight * (in_session - own),
+                 "speaker": speaker_weight if speaker_weight and names_speaker(
+                     words, speaker_of.get(c.memory_id)) else 0.0,
+                 "person": person if person and role_of is not None
+                 and role_of.get(c.memory_id) == addressed else 0.0,
+                 "reply": reply * asked[c.memory_id] if reply and c.memory_id in asked
+                 else 0.0}
+        # the same sum, in the same order, as the module docstring's formula
+        scores[c.memory_id] = (own + session_weight * in_session + added["speaker"]
+                               + added["person"] + added["reply"])
         if terms is not None and (lifted := {k: v for k, v in added.items() if v != 0}):
             terms[c.memory_id] = lifted
     order = sorted(fused, key=lambda c: (-scores[c.memory_id], c.rank))
