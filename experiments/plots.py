@@ -112,8 +112,10 @@ def plot_categories(summary: Mapping[str, Any], metric: str, path: Path) -> Path
             value = (cells.get(k) or {}).get(metric)
             mean = np.nan if value is None else value["mean"]
             means.append(mean)
-            lows.append(0.0 if value is None else mean - value["ci_low"])
-            highs.append(0.0 if value is None else value["ci_high"] - mean)
+            # clamped: a mean rounded apart from its CI (one conversation: a zero-width CI)
+            # may sit a hair outside it, and matplotlib refuses a negative error bar
+            lows.append(0.0 if value is None else max(0.0, mean - value["ci_low"]))
+            highs.append(0.0 if value is None else max(0.0, value["ci_high"] - mean))
         ax.bar(x + (i - (len(runs) - 1) / 2) * width, means, width, yerr=[lows, highs],
                capsize=2, label=f"{mode}/{view}")
     ax.set_xticks(x, [str(k) for k in kinds], rotation=30, ha="right", fontsize=7)

@@ -40,6 +40,8 @@ class SourceSpec:
     ``derived_observations``: the share of the kept facts that get a rule-written observation
     (:mod:`experiments.derived_observations`: one third-person sentence restating the turn,
     chosen by a seeded shuffle, never by label), for data that ships no observations.
+    ``query_timestamp``: send the data set's question date (where the recipe asks for it);
+    False for a data set whose date is the harness's stand-in (LoCoMo dates no question).
     """
 
     enabled: bool | str = True
@@ -49,6 +51,7 @@ class SourceSpec:
     kinds: tuple[str, ...] | None = None
     max_queries: int | None = None
     derived_observations: float = 0.0
+    query_timestamp: bool = True
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.derived_observations <= 1.0:

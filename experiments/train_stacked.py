@@ -119,8 +119,8 @@ class StackedRecipe:
     # send each question's date as the read's query_timestamp where the data set gives one
     # (LongMemEval's question_date), so "last Saturday" is read as the question meant it, as
     # the LongMemEval experiment asks (conf/experiment/longmemeval.yaml); False: the clock.
-    # Any question carrying a query_timestamp sends it: LoCoMo's is a stand-in (the last
-    # session's date), harmless only because LoCoMo is never a training source
+    # A source whose dates are the harness's stand-in sends none (SourceSpec.query_timestamp
+    # False: LoCoMo's questions carry the last session's date, and its experiment sends none)
     query_timestamp: bool = True
     sources: Mapping[str, SourceSpec] = field(default_factory=default_stacked_sources)
     # source name -> a conf/data block whose questions are removed from that source: every
@@ -207,8 +207,8 @@ def mine_features(name: str, dataset: Dataset, src: Any, spec: EngineSpec, recip
         for q in tqdm(answerable_questions(dataset, ids, src), desc=f"features {name}", unit="q",
                       disable=not progress):
             recorder.last = None
-            when = ({"query_timestamp": q.query_timestamp}
-                    if recipe.query_timestamp and q.query_timestamp else {})
+            when = ({"query_timestamp": q.query_timestamp} if recipe.query_timestamp
+                    and src.query_timestamp and q.query_timestamp else {})
             engine.retrieve(query=q.text, space_id=q.gold_space, limit=min(pool, spec.max_limit),
                             mode="accurate", prefer_observations=recipe.prefer_observations,
                             **when)

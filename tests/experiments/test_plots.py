@@ -117,3 +117,13 @@ def test_runner_writes_plots_session_metrics_and_headline(tmp_path):
     frame = pl.read_parquet(tmp_path / "per_query.parquet")
     assert {"recall_curve", "session_recall_any@5", "hit@5", "precision@5"} <= set(frame.columns)
     assert "## Headline" in (tmp_path / "summary.md").read_text()
+
+
+def test_category_bars_take_a_mean_rounded_a_hair_outside_its_interval(tmp_path):
+    """One conversation gives a zero-width CI; the mean, rounded apart from it, may sit just
+    outside: the bar is drawn with a zero error bar instead of matplotlib refusing it."""
+    summary = {"fast": {"raw_turns": {
+        "1": {"recall@5": {"mean": 0.3333, "ci_low": 0.33333333, "ci_high": 0.33333333}},
+        "all": {"recall@5": {"mean": 0.5, "ci_low": 0.4, "ci_high": 0.6}}}}}
+    path = plots.plot_categories(summary, "recall@5", tmp_path / "bars.png")
+    assert path.read_bytes().startswith(PNG)

@@ -102,11 +102,12 @@ def test_feature_recorder_keeps_the_serving_rows_in_fused_order(hash_embedder):
         assert [r.memory_id for r in resp.results] == mids  # all scored 0: fused order kept
 
 
-@pytest.mark.parametrize("send", [True, False])
+@pytest.mark.parametrize("send, source_sends", [(True, True), (False, True), (True, False)])
 def test_mining_asks_at_the_question_date_as_the_experiment_does(hash_embedder, monkeypatch,
-                                                                  send):
+                                                                  send, source_sends):
     """Rows are mined from reads made as the LongMemEval experiment makes them: at the
-    question's date where the data set gives one (``recipe.query_timestamp``)."""
+    question's date where the data set gives one (``recipe.query_timestamp``), and never at a
+    source's stand-in date (``SourceSpec.query_timestamp`` False, as LoCoMo's experiment)."""
     from experiments.data.registry import load_dataset
     from experiments.train_stacked import mine_features
 
@@ -127,11 +128,11 @@ def test_mining_asks_at_the_question_date_as_the_experiment_does(hash_embedder, 
 
     monkeypatch.setattr(MemoryEngine, "retrieve", spy)
     recipe = stacked_recipe_from_mapping({"query_timestamp": send})
-    src = recipe.sources["synthetic"]
+    src = dataclasses.replace(recipe.sources["synthetic"], query_timestamp=source_sends)
     mine_features("synthetic", dataset, src, EngineSpec(), recipe, progress=False,
                   embedder=hash_embedder)
     texts = {q.query_id: q.text for q in dataset.queries}
-    assert seen[texts[dated]] == ("2024-03-01T00:00:00Z" if send else None)
+    assert seen[texts[dated]] == ("2024-03-01T00:00:00Z" if send and source_sends else None)
     assert all(v is None for q, v in seen.items() if q != texts[dated]) and len(seen) > 1
 
 

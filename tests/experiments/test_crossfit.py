@@ -1,0 +1,151 @@
+"""``experiments.crossfit``: folds, the LoCoMo training source, and the joined run (the two
+steps are replaced by fakes here; the last test runs them on two real conversations)."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from pathlib import Path
+
+import pytest
+
+from experiments import rundir
+from experiments.crossfit import (FOLD_COLUMN, CrossfitError, conversation_source, crossfit,
+                                  deal_folds, join_runs, report)
+
+CONVS = [f"conv-{i}" for i in range(1, 8)]
+SHA = {"locomo/locomo10.json": "abc"}
+
+
+def test_folds_partition_the_conversations_and_follow_the_seed():
+    folds = deal_folds(CONVS, 3, seed=0)
+    assert sorted(c for f in folds for c in f) == sorted(CONVS)
+    assert sorted(len(f) for f in folds) == [2, 2, 3]
+    assert deal_folds(list(reversed(CONVS)), 3, seed=0) == folds  # input order is irrelevant
+    assert any(deal_folds(CONVS, 3, seed=s) != folds for s in range(1, 5))
+    for bad in (1, 8):
+        with pytest.raises(CrossfitError, match="--folds"):
+            deal_folds(CONVS, bad, seed=0)
+
+
+def test_doctests_pass():
+    import doctest
+
+    import experiments.crossfit
+
+    assert doctest.testmod(experiments.crossfit).failed == 0
+
+
+def test_the_training_source_is_raw_turns_of_the_given_conversations_without_a_date():
+    src = conversation_source(["conv-3", "conv-1"])
+    assert src.enabled is True and src.query_timestamp is False
+    assert src.data == {"name": "locomo", "include_observations": False,
+                        "include_summaries": False, "conversations": ["conv-1", "conv-3"],
+                        "categories": [1, 2, 3, 4]}
+
+
+def _fake_run(scored, model, run_dir: Path, data_dir, overrides, progress, *, sha=SHA):
+    """A run directory as experiments.run writes it: two modes, two views, per question."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(str(scored))
+    rows = []
+    for conv in scored:
+        for q in range(6):
+            base = rng.random()
+            for mode, lift in (("fast", 0.0), ("accurate", 0.2)):
+                for view in ("raw_turns", "with_observations"):
+                    value = min(1.0, base + lift)
+                    rows.append({"query_id": f"{conv}:q{q}", "kind": "4", "category": "4",
+                                 "conversation": conv, "mode": mode, "view": view,
+                                 "recall@5": value, "recall@10": value, "ndcg@10": value})
+    rundir.write_per_query(run_dir, rows)
+    rundir.write_metrics(run_dir, {
+        "dataset": {"name": "locomo", "sha256": sha}, "headline": {"cat1-4": list("1234")},
+        "models": {"scorer": {"id": f"stacked@{Path(model).name}"}},
+        "reranker": {"split": {"checked": True, "overlap": 0}}})
+    return run_dir
+
+
+def test_no_fold_model_trains_on_a_conversation_it_is_scored_on(tmp_path):
+    trained: dict[str, list[str]] = {}
+
+    def trainer(train, out, data_dir, overrides, progress):
+        trained[out.parent.name] = list(train)
+        out.mkdir(parents=True)
+        return out
+
+    scored: dict[str, list[str]] = {}
+
+    def runner(convs, model, run_dir, data_dir, overrides, progress):
+        scored[run_dir.parent.name] = list(convs)
+        assert model == run_dir.parent / "model"
+        return _fake_run(convs, model, run_dir, data_dir, overrides, progress)
+
+    out = crossfit(tmp_path / "xf", folds=3, seed=4, conversations=CONVS, progress=False,
+                   train_overrides=["stacked.seed=1"], trainer=trainer, runner=runner)
+    assert set(trained) == set(scored) == {"fold0", "fold1", "fold2"}
+    for fold in scored:
+        assert not set(trained[fold]) & set(scored[fold])
+        assert sorted(trained[fold] + scored[fold]) == sorted(CONVS)
+    frame = rundir.load_per_query(out)
+    assert frame is not None and frame.height == len(CONVS) * 6 * 4
+    assert sorted(frame.get_column(FOLD_COLUMN).unique().to_list()) == [0, 1, 2]
+    meta = json.loads((out / rundir.METRICS_FILE).read_text())
+    assert meta["dataset"]["sha256"] == SHA and meta["headline"] == {"cat1-4": list("1234")}
+    assert [f["conversations"] for f in meta["crossfit"]["folds"]] == [
+        scored[f"fold{k}"] for k in range(3)]
+    assert meta["crossfit"]["train_overrides"] == ["stacked.seed=1"]
+    text = report(out, n_resamples=200)
+    assert (out / "crossfit.md").read_text() == text
+    for view in ("raw_turns", "with_observations"):
+        assert f"| {view} | ndcg@10 | {len(CONVS) * 6} ({len(CONVS)}) |" in text
+
+
+def test_joining_refuses_folds_that_overlap_or_read_other_data(tmp_path):
+    a = _fake_run(["conv-1"], "m", tmp_path / "a", None, [], False)
+    b = _fake_run(["conv-1", "conv-2"], "m", tmp_path / "b", None, [], False)
+    with pytest.raises(CrossfitError, match="conv-1 was scored in folds 0 and 1"):
+        join_runs(tmp_path / "out", [a, b], [["conv-1"], ["conv-1", "conv-2"]])
+    c = _fake_run(["conv-3"], "m", tmp_path / "c", None, [], False, sha={"x": "other"})
+    with pytest.raises(CrossfitError, match="different data files"):
+        join_runs(tmp_path / "out", [a, c], [["conv-1"], ["conv-3"]])
+
+
+def _real_data_dir() -> Path | None:
+    from experiments.data.files import DATA_DIR_ENV
+    from experiments.data.locomo import LOCOMO_FILE
+
+    candidates = [Path(os.environ[DATA_DIR_ENV])] if os.environ.get(DATA_DIR_ENV) else []
+    candidates.append(Path(__file__).resolve().parents[2] / ".." / "shared" / "datasets")
+    return next((c for c in candidates if (c / LOCOMO_FILE).is_file()), None)
+
+
+@pytest.mark.slow
+@pytest.mark.model
+@pytest.mark.skipif(_real_data_dir() is None, reason="needs LoCoMo in the data directory")
+def test_two_real_conversations_cross_fit_end_to_end(tmp_path):
+    """Both steps for real on two LoCoMo conversations (a small recipe: no LongMemEval, a
+    small synthetic world): each fold's model card names the other conversation only, and
+    the runner's leakage guard passed on each fold."""
+    data = str(_real_data_dir())
+    out = crossfit(tmp_path / "xf", folds=2, conversations=["conv-26", "conv-30"],
+                   data_dir=data, progress=False, train_overrides=[
+                       "stacked.sources.longmemeval.enabled=false",
+                       "stacked.sources.longmemeval_notes.enabled=false",
+                       "stacked.sources.synthetic.data.world.n_spaces=6",
+                       "stacked.model.max_iter=30"],
+                   run_overrides=["eval.n_resamples=100"])
+    meta = json.loads((out / rundir.METRICS_FILE).read_text())
+    for k, fold in enumerate(meta["crossfit"]["folds"]):
+        card = json.loads((out / f"fold{k}" / "model" / "card.json").read_text())
+        src = card["sources"]["locomo"]
+        other = [c for f in meta["crossfit"]["folds"] if f is not fold
+                 for c in f["conversations"]]
+        assert src["status"] == "used" and src["data"]["conversations"] == other
+        assert fold["split"]["checked"] is True and fold["split"]["overlap"] == 0
+    frame = rundir.load_per_query(out)
+    assert frame is not None
+    assert set(frame.get_column("conversation").unique().to_list()) == {"conv-26", "conv-30"}
+    assert set(frame.get_column("mode").unique().to_list()) == {"fast", "accurate"}
+    assert "| raw_turns | recall@5 |" in report(out, n_resamples=100)
