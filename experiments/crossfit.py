@@ -9,7 +9,9 @@ that kind, without ever scoring a model on a conversation it trained on:
 2. For each fold, a stacked model is trained on the default recipe's sources plus LoCoMo's
    questions (categories 1-4, raw turns, asked without LoCoMo's stand-in date, as its
    experiment asks) from the *other* folds' conversations
-   (:func:`conversation_source`; written to ``OUT/fold<k>/model``).
+   (:func:`conversation_source`; written to ``OUT/fold<k>/model``). As for every source, the
+   recipe holds a quarter of them out of fitting for the card's held-out metrics
+   (``heldout_fraction``), so a model fits on the rest (its card's ``split``).
 3. The fold's own conversations are evaluated in fast and accurate mode with that model
    (``experiment=locomo``, ``OUT/fold<k>/run``); the runner's leakage guard
    (:func:`experiments.train_reranker.split_check`) refuses a model that trained on a
@@ -48,8 +50,13 @@ from experiments.rerank_data import SourceSpec
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 SOURCE = "locomo"  # the training source's name in the fold models' cards
 CATEGORIES = (1, 2, 3, 4)
-FOLD_COLUMN = "crossfit_fold"
+FOLD_COLUMN = "crossfit_fold"  # "fold0", "fold1", ...: text, so no reader takes it for a metric
 REPORT = "crossfit.md"
+# what each fold's run must keep as crossfit sets it (a --run override of these is refused)
+RUN_KEYS = ("experiment", "eval.modes", "data.name", "data.conversations",
+            "rerank.stacked_model", "rerank.scorer")
+TRAIN_KEYS = ("stacked.out", "stacked.sources.locomo")
+GROUPS = ("data", "rerank")  # swapping a whole config group is refused as well
 
 
 class CrossfitError(ValueError):
@@ -81,12 +88,32 @@ def conversation_source(train: Sequence[str]) -> SourceSpec:
 
 
 def locomo_conversations(data_dir: str | None) -> list[str]:
-    """Every conversation id of the LoCoMo file in ``data_dir``."""
+    """Every conversation id of the LoCoMo file in ``data_dir`` (``None``:
+    ``MEMORY_CORE_DATA_DIR``); a missing file is a :class:`CrossfitError`."""
+    from experiments.data.files import DatasetError
     from experiments.data.registry import load_dataset
 
-    dataset = load_dataset({"name": "locomo", "include_observations": False,
-                            "include_summaries": False}, data_dir)
+    try:
+        dataset = load_dataset({"name": "locomo", "include_observations": False,
+                                "include_summaries": False}, data_dir)
+    except DatasetError as exc:
+        raise CrossfitError(str(exc)) from exc
     return sorted({str(q.conversation) for q in dataset.queries if q.conversation})
+
+
+def _owned(overrides: Sequence[str], keys: Sequence[str], flag: str) -> None:
+    for o in overrides:
+        key = o.lstrip("+~").split("=", 1)[0]
+        if key in GROUPS or any(key == k or key.startswith(f"{k}.") for k in keys):
+            raise CrossfitError(f"{flag} {o!r}: crossfit sets {key} itself")
+
+
+def _quoted(value: object) -> str:
+    """A path as a Hydra override value (quoted: spaces, commas and '=' stay in it)."""
+    text = str(value)
+    if "'" in text:
+        raise CrossfitError(f"a path with a quote cannot be passed to Hydra: {text!r}")
+    return f"'{text}'"
 
 
 # ------------------------------------------------------------------------ the two steps
@@ -99,7 +126,7 @@ def train_fold(train: Sequence[str], out: Path, data_dir: str | None,
     from experiments.train_stacked import stacked_recipe_from_mapping, train_stacked
 
     cfg = compose_train_config(["paths.root_dir=.", *(
-        [f"paths.data_dir={data_dir}"] if data_dir else []), *overrides])
+        [f"paths.data_dir={_quoted(data_dir)}"] if data_dir else []), *overrides])
     recipe = stacked_recipe_from_mapping(to_plain(cfg.stacked))
     if SOURCE in recipe.sources:
         raise CrossfitError(f"the recipe already has a source named {SOURCE!r}")
@@ -117,16 +144,21 @@ def run_fold(scored: Sequence[str], model: Path, run_dir: Path, data_dir: str | 
     """``experiment=locomo`` in fast and accurate mode on ``scored``'s conversations, accurate
     mode scored by ``model``, written to ``run_dir``."""
     from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
 
+    import experiments.config  # noqa: F401  (registers the schemas config.yaml names)
     from experiments.run import run_experiment
 
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=[
-            "experiment=locomo", "eval.modes=[fast,accurate]",
-            f"data.conversations=[{','.join(scored)}]", f"rerank.stacked_model={model}",
-            f"progress={str(progress).lower()}", "paths.root_dir=.",
-            f"paths.output_dir={run_dir.parent}",
-            *([f"paths.data_dir={data_dir}"] if data_dir else []), *overrides])
+    values = ["experiment=locomo", "eval.modes=[fast,accurate]",
+              f"data.conversations=[{','.join(scored)}]",
+              f"rerank.stacked_model={_quoted(model)}", f"progress={str(progress).lower()}",
+              "paths.root_dir=.", f"paths.output_dir={_quoted(run_dir.parent)}",
+              *([f"paths.data_dir={_quoted(data_dir)}"] if data_dir else []), *overrides]
+    if GlobalHydra.instance().is_initialized():  # inside a Hydra app or a notebook's compose
+        cfg = compose(config_name="config", overrides=values)
+    else:
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+            cfg = compose(config_name="config", overrides=values)
     run_dir.mkdir(parents=True, exist_ok=True)
     run_experiment(cfg, run_dir)
     return run_dir
@@ -143,20 +175,32 @@ def join_runs(out: Path, runs: Sequence[Path], folds: Sequence[Sequence[str]],
         frame = rundir.load_per_query(run)
         if frame is None:
             raise CrossfitError(f"fold {k} ({run}) scored no question")
-        frames.append(frame.with_columns(pl.lit(k).alias(FOLD_COLUMN)))
-        metas.append(rundir.load_metrics_if_any(run))
+        scored = sorted(str(c) for c in frame.get_column("conversation").unique().to_list())
+        if scored != sorted(folds[k]):
+            raise CrossfitError(f"fold {k} ({run}) scored {scored}, not its fold "
+                                f"{sorted(folds[k])}")
+        meta = rundir.load_metrics_if_any(run)
+        split = (meta.get("reranker") or {}).get("split") or {}
+        if split.get("checked") is not True:
+            raise CrossfitError(f"fold {k} ({run}): the runner did not check its model's "
+                                f"training split against the scored conversations ({split})")
+        frames.append(frame.with_columns(pl.lit(f"fold{k}").alias(FOLD_COLUMN)))
+        metas.append(meta)
     shas = {json.dumps((m.get("dataset") or {}).get("sha256"), sort_keys=True) for m in metas}
     if len(shas) != 1:
         raise CrossfitError(f"the folds read different data files: {sorted(shas)}")
     seen: dict[str, int] = {}
-    for k, frame in enumerate(frames):
-        for conv in frame.get_column("conversation").unique().to_list():
+    for k, fold in enumerate(folds):
+        for conv in fold:
             if seen.setdefault(str(conv), k) != k:
                 raise CrossfitError(f"conversation {conv} was scored in folds {seen[conv]} "
                                     f"and {k}")
     out.mkdir(parents=True, exist_ok=True)
     pl.concat(frames, how="diagonal_relaxed").write_parquet(out / rundir.PER_QUERY_FILE)
-    meta = {"task_name": "crossfit", "dataset": metas[0].get("dataset"),
+    dataset = metas[0].get("dataset") or {}
+    meta = {"task_name": "crossfit",
+            # name and files only: each fold's run holds its own counts
+            "dataset": {"name": dataset.get("name"), "sha256": dataset.get("sha256")},
             "headline": metas[0].get("headline"),
             "crossfit": {"folds": [
                 {"conversations": list(f), "run": str(r),
@@ -197,12 +241,26 @@ def crossfit(out: Path, *, folds: int = 2, seed: int = 0, data_dir: str | None =
              train_overrides: Sequence[str] = (), run_overrides: Sequence[str] = (),
              progress: bool = True, conversations: Sequence[str] | None = None,
              trainer: Callable[..., Path] = train_fold,
-             runner: Callable[..., Path] = run_fold) -> Path:
+             runner: Callable[..., Path] = run_fold,
+             catalogue: Callable[[str | None], list[str]] = locomo_conversations) -> Path:
     """The whole cross-fit (module docstring) into ``out``; returns ``out``.
 
     ``conversations`` limits it to those LoCoMo conversations (all by default);
-    ``trainer`` / ``runner`` replace the two steps (tests)."""
-    ids = list(conversations) if conversations else locomo_conversations(data_dir)
+    ``trainer`` / ``runner`` replace the two steps and ``catalogue`` the list of LoCoMo's
+    conversations (tests). Raises :class:`CrossfitError`
+    before any training for a non-empty ``out``, an unknown conversation, a missing data
+    file, or an override of what crossfit sets itself (:data:`RUN_KEYS`,
+    :data:`TRAIN_KEYS`)."""
+    _owned(run_overrides, RUN_KEYS, "--run")
+    _owned(train_overrides, TRAIN_KEYS, "--train")
+    if out.exists() and any(out.iterdir()):
+        raise CrossfitError(f"{out} is not empty: give a new --out (a fold's run would find "
+                            "the last run's store)")
+    known = catalogue(data_dir)
+    ids = list(conversations) if conversations else known
+    unknown = sorted(set(ids) - set(known))
+    if unknown:
+        raise CrossfitError(f"no such LoCoMo conversation: {', '.join(unknown)}")
     dealt = deal_folds(ids, folds, seed)
     t0 = time.perf_counter()
     runs = []

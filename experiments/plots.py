@@ -96,6 +96,17 @@ def plot_recall_curves(rows: Sequence[Mapping[str, Any]], path: Path,
     return path
 
 
+ROUNDING = 1e-3  # how far a rounded mean may sit outside its CI (means carry 4 decimals)
+
+
+def _whisker(length: float, kind: str) -> float:
+    """An error bar's length: a mean rounded a hair outside its CI (one conversation gives a
+    zero-width CI) draws none, since matplotlib refuses a negative one; further is an error."""
+    if length < -ROUNDING:
+        raise ValueError(f"category {kind!r}: the mean lies {-length:.4f} outside its CI")
+    return max(0.0, length)
+
+
 def plot_categories(summary: Mapping[str, Any], metric: str, path: Path) -> Path:
     """Write per-kind bars of ``metric`` with 95% CI error bars to ``path``."""
     runs = [(mode, view, kinds) for mode, views in summary.items()
@@ -112,10 +123,8 @@ def plot_categories(summary: Mapping[str, Any], metric: str, path: Path) -> Path
             value = (cells.get(k) or {}).get(metric)
             mean = np.nan if value is None else value["mean"]
             means.append(mean)
-            # clamped: a mean rounded apart from its CI (one conversation: a zero-width CI)
-            # may sit a hair outside it, and matplotlib refuses a negative error bar
-            lows.append(0.0 if value is None else max(0.0, mean - value["ci_low"]))
-            highs.append(0.0 if value is None else max(0.0, value["ci_high"] - mean))
+            lows.append(0.0 if value is None else _whisker(mean - value["ci_low"], k))
+            highs.append(0.0 if value is None else _whisker(value["ci_high"] - mean, k))
         ax.bar(x + (i - (len(runs) - 1) / 2) * width, means, width, yerr=[lows, highs],
                capsize=2, label=f"{mode}/{view}")
     ax.set_xticks(x, [str(k) for k in kinds], rotation=30, ha="right", fontsize=7)

@@ -83,33 +83,84 @@ def test_no_fold_model_trains_on_a_conversation_it_is_scored_on(tmp_path):
         return _fake_run(convs, model, run_dir, data_dir, overrides, progress)
 
     out = crossfit(tmp_path / "xf", folds=3, seed=4, conversations=CONVS, progress=False,
-                   train_overrides=["stacked.seed=1"], trainer=trainer, runner=runner)
+                   train_overrides=["stacked.seed=1"], trainer=trainer, runner=runner,
+                   catalogue=lambda data_dir: CONVS)
     assert set(trained) == set(scored) == {"fold0", "fold1", "fold2"}
     for fold in scored:
         assert not set(trained[fold]) & set(scored[fold])
         assert sorted(trained[fold] + scored[fold]) == sorted(CONVS)
     frame = rundir.load_per_query(out)
     assert frame is not None and frame.height == len(CONVS) * 6 * 4
-    assert sorted(frame.get_column(FOLD_COLUMN).unique().to_list()) == [0, 1, 2]
+    assert sorted(frame.get_column(FOLD_COLUMN).unique().to_list()) == ["fold0", "fold1",
+                                                                        "fold2"]
     meta = json.loads((out / rundir.METRICS_FILE).read_text())
     assert meta["dataset"]["sha256"] == SHA and meta["headline"] == {"cat1-4": list("1234")}
     assert [f["conversations"] for f in meta["crossfit"]["folds"]] == [
         scored[f"fold{k}"] for k in range(3)]
     assert meta["crossfit"]["train_overrides"] == ["stacked.seed=1"]
+    # the joined run reads as one run: the fold column is no metric, the data is named once
+    from experiments.compare import compare, load_run
+
+    joined = load_run(out)
+    assert FOLD_COLUMN not in joined.metrics
+    assert meta["dataset"] == {"name": "locomo", "sha256": SHA}
+    rows, _ = compare(joined, joined, mode_a="accurate", mode_b="fast", groups=["cat1-4"],
+                      n_resamples=100)
+    assert {r.metric for r in rows} == {"recall@5", "recall@10", "ndcg@10"}
     text = report(out, n_resamples=200)
     assert (out / "crossfit.md").read_text() == text
     for view in ("raw_turns", "with_observations"):
         assert f"| {view} | ndcg@10 | {len(CONVS) * 6} ({len(CONVS)}) |" in text
 
 
-def test_joining_refuses_folds_that_overlap_or_read_other_data(tmp_path):
+def test_joining_refuses_folds_that_overlap_stray_go_unchecked_or_read_other_data(tmp_path):
     a = _fake_run(["conv-1"], "m", tmp_path / "a", None, [], False)
     b = _fake_run(["conv-1", "conv-2"], "m", tmp_path / "b", None, [], False)
     with pytest.raises(CrossfitError, match="conv-1 was scored in folds 0 and 1"):
         join_runs(tmp_path / "out", [a, b], [["conv-1"], ["conv-1", "conv-2"]])
+    with pytest.raises(CrossfitError, match=r"scored \['conv-1', 'conv-2'\], not its fold"):
+        join_runs(tmp_path / "out", [a, b], [["conv-1"], ["conv-2"]])
     c = _fake_run(["conv-3"], "m", tmp_path / "c", None, [], False, sha={"x": "other"})
     with pytest.raises(CrossfitError, match="different data files"):
         join_runs(tmp_path / "out", [a, c], [["conv-1"], ["conv-3"]])
+    meta = json.loads((c / rundir.METRICS_FILE).read_text())
+    meta["dataset"]["sha256"], meta["reranker"] = SHA, {"split": {"checked": False}}
+    rundir.write_metrics(c, meta)
+    with pytest.raises(CrossfitError, match="did not check its model's training split"):
+        join_runs(tmp_path / "out", [a, c], [["conv-1"], ["conv-3"]])
+    assert not (tmp_path / "out").exists()
+
+
+def test_bad_requests_fail_before_any_training(tmp_path):
+    def never(*args):
+        raise AssertionError("nothing may be trained or run")
+
+    def go(out=tmp_path / "xf", **kw):
+        return crossfit(out, conversations=kw.pop("conversations", CONVS[:4]), trainer=never,
+                        runner=never, catalogue=lambda data_dir: CONVS, **kw)
+
+    with pytest.raises(CrossfitError, match="no such LoCoMo conversation: conv-99"):
+        go(conversations=["conv-1", "conv-99"])
+    for flag, override in (("run_overrides", "rerank.stacked_model=/x"),
+                           ("run_overrides", "data.conversations=[conv-1]"),
+                           ("run_overrides", "data=locomo"),
+                           ("run_overrides", "+experiment=smoke"),
+                           ("train_overrides", "stacked.out=/x")):
+        with pytest.raises(CrossfitError, match="crossfit sets"):
+            go(**{flag: [override]})
+    (tmp_path / "used").mkdir()
+    (tmp_path / "used" / "fold0").mkdir()
+    with pytest.raises(CrossfitError, match="is not empty"):
+        go(out=tmp_path / "used")
+    with pytest.raises(CrossfitError, match="--folds"):
+        go(folds=5)
+    assert main_exit(["--out", str(tmp_path / "m"), "--run", "eval.modes=[fast]"]) == 2
+
+
+def main_exit(argv):
+    from experiments.crossfit import main
+
+    return main(argv)
 
 
 def _real_data_dir() -> Path | None:
@@ -139,11 +190,14 @@ def test_two_real_conversations_cross_fit_end_to_end(tmp_path):
     meta = json.loads((out / rundir.METRICS_FILE).read_text())
     for k, fold in enumerate(meta["crossfit"]["folds"]):
         card = json.loads((out / f"fold{k}" / "model" / "card.json").read_text())
-        src = card["sources"]["locomo"]
         other = [c for f in meta["crossfit"]["folds"] if f is not fold
                  for c in f["conversations"]]
-        assert src["status"] == "used" and src["data"]["conversations"] == other
-        assert fold["split"]["checked"] is True and fold["split"]["overlap"] == 0
+        assert card["sources"]["locomo"]["status"] == "used"
+        # what the model fitted on (the recipe holds one conversation out for its card when it
+        # has several): only the other fold's, never its own
+        fitted = card["split"]["trained_conversations"].get("locomo", [])
+        assert set(fitted) <= set(other) and not set(fitted) & set(fold["conversations"])
+        assert fold["split"]["checked"] is True
     frame = rundir.load_per_query(out)
     assert frame is not None
     assert set(frame.get_column("conversation").unique().to_list()) == {"conv-26", "conv-30"}

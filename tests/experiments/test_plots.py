@@ -127,3 +127,6 @@ def test_category_bars_take_a_mean_rounded_a_hair_outside_its_interval(tmp_path)
         "all": {"recall@5": {"mean": 0.5, "ci_low": 0.4, "ci_high": 0.6}}}}}
     path = plots.plot_categories(summary, "recall@5", tmp_path / "bars.png")
     assert path.read_bytes().startswith(PNG)
+    summary["fast"]["raw_turns"]["1"]["recall@5"]["ci_low"] = 0.5  # a CI that misses its mean
+    with pytest.raises(ValueError, match="'1': the mean lies 0.1667 outside its CI"):
+        plots.plot_categories(summary, "recall@5", tmp_path / "bad.png")
