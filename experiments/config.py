@@ -20,7 +20,8 @@ import dataclasses
 import functools
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any, TypeVar
 
 from omegaconf import DictConfig, OmegaConf
@@ -43,6 +44,20 @@ GROUP_SPECS: dict[str, type] = {
 }
 
 S = TypeVar("S")
+CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
+
+
+def compose_config(config_name: str, overrides: Sequence[str] = ()) -> DictConfig:
+    """Compose ``conf/<config_name>.yaml`` with ``overrides``, inside or outside a running Hydra
+    app (``experiments.run``, a notebook's or a test's ``initialize``): inside, Hydra's own
+    search path is used; outside, ``conf/`` is initialised for this call only."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    if GlobalHydra.instance().is_initialized():
+        return compose(config_name=config_name, overrides=list(overrides))
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return compose(config_name=config_name, overrides=list(overrides))
 
 
 def to_plain(cfg: DictConfig | Any) -> Any:

@@ -47,7 +47,6 @@ import polars as pl
 from experiments import rundir
 from experiments.rerank_data import SourceSpec
 
-CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 SOURCE = "locomo"  # the training source's name in the fold models' cards
 CATEGORIES = (1, 2, 3, 4)
 FOLD_COLUMN = "crossfit_fold"  # "fold0", "fold1", ...: text, so no reader takes it for a metric
@@ -143,22 +142,15 @@ def run_fold(scored: Sequence[str], model: Path, run_dir: Path, data_dir: str | 
              overrides: Sequence[str], progress: bool) -> Path:
     """``experiment=locomo`` in fast and accurate mode on ``scored``'s conversations, accurate
     mode scored by ``model``, written to ``run_dir``."""
-    from hydra import compose, initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-
-    import experiments.config  # noqa: F401  (registers the schemas config.yaml names)
+    from experiments.config import compose_config
     from experiments.run import run_experiment
 
-    values = ["experiment=locomo", "eval.modes=[fast,accurate]",
-              f"data.conversations=[{','.join(scored)}]",
-              f"rerank.stacked_model={_quoted(model)}", f"progress={str(progress).lower()}",
-              "paths.root_dir=.", f"paths.output_dir={_quoted(run_dir.parent)}",
-              *([f"paths.data_dir={_quoted(data_dir)}"] if data_dir else []), *overrides]
-    if GlobalHydra.instance().is_initialized():  # inside a Hydra app or a notebook's compose
-        cfg = compose(config_name="config", overrides=values)
-    else:
-        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-            cfg = compose(config_name="config", overrides=values)
+    cfg = compose_config("config", [
+        "experiment=locomo", "eval.modes=[fast,accurate]",
+        f"data.conversations=[{','.join(scored)}]", f"rerank.stacked_model={_quoted(model)}",
+        f"progress={str(progress).lower()}", "paths.root_dir=.",
+        f"paths.output_dir={_quoted(run_dir.parent)}",
+        *([f"paths.data_dir={_quoted(data_dir)}"] if data_dir else []), *overrides])
     run_dir.mkdir(parents=True, exist_ok=True)
     run_experiment(cfg, run_dir)
     return run_dir

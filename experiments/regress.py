@@ -41,7 +41,6 @@ from rich.markup import escape
 from rich.table import Table
 
 ROOT = Path(__file__).resolve().parents[1]
-CONF_DIR = ROOT / "conf"
 BASELINE_DIR = ROOT / "benchmarks" / "baselines"
 DEFAULT_TOLERANCE = 0.01
 FORMAT = 1
@@ -170,14 +169,11 @@ def queries_fingerprint(run_dir: Path) -> str:
 def run_preset(preset: Preset, out_dir: Path) -> dict[str, Any]:
     """Compose the preset's config and run it into ``out_dir``; returns ``metrics.json`` with
     ``queries_sha256`` (:func:`queries_fingerprint`) added."""
-    from hydra import compose, initialize_config_dir
-
+    from experiments.config import compose_config
     from experiments.run import run_experiment
 
-    overrides = [*preset.overrides, f"task_name=regress_{preset.name}",
-                 f"paths.root_dir={ROOT}", f"paths.output_dir={out_dir.parent}"]
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=overrides)
+    cfg = compose_config("config", [*preset.overrides, f"task_name=regress_{preset.name}",
+                                    f"paths.root_dir={ROOT}", f"paths.output_dir={out_dir.parent}"])
     meta = run_experiment(cfg, out_dir)
     return {**meta, "queries_sha256": queries_fingerprint(out_dir)}
 

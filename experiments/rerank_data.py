@@ -9,12 +9,12 @@ import json
 import random
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig
 from tqdm.auto import tqdm
 
+from experiments.config import CONF_DIR as CONF_DIR  # re-exported (train_reranker, tests)
 from experiments.config import to_plain
 from experiments.data.files import DatasetError, resolve_data_dir
 from experiments.data.registry import load_dataset
@@ -23,8 +23,6 @@ from experiments.ingest import IdMap, ingest
 from memory_core import MemoryEngine
 from memory_core.config import PACKAGED_MINILM, EngineSpec, spec_from_mapping
 from memory_core.embed import Embedder
-
-CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 
 
 # --------------------------------------------------------------------------- recipe schema
@@ -231,14 +229,10 @@ def register_train_configs() -> None:
 
 def compose_train_config(overrides: Sequence[str] = ()) -> DictConfig:
     """Compose ``conf/train_reranker.yaml`` (inside or outside a running Hydra app)."""
-    from hydra import compose, initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
+    from experiments.config import compose_config
 
     register_train_configs()
-    if GlobalHydra.instance().is_initialized():
-        return compose(config_name="train_reranker", overrides=list(overrides))
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        return compose(config_name="train_reranker", overrides=list(overrides))
+    return compose_config("train_reranker", overrides)
 
 
 # --------------------------------------------------------------------------- mining
