@@ -32,6 +32,7 @@ CONFIGS: dict[str, dict[str, Any]] = {
         "fusion": {"method": "rrf", "speaker_weight": 0.0, "reply_weight": 0.0}},
     "default": {},
     "default without the reply term": {"fusion": {"reply_weight": 0.0}},
+    "default without score completion": {"fusion": {"complete": []}},
     "default with pools of 100": {"channels": {"dense_pool": 100, "keyword_pool": 100}},
 }
 

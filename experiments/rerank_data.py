@@ -17,6 +17,7 @@ from tqdm.auto import tqdm
 from experiments.config import CONF_DIR as CONF_DIR  # re-exported (train_reranker, tests)
 from experiments.config import to_plain
 from experiments.data.files import DatasetError, resolve_data_dir
+from experiments.data.pooled import exclude_conversations
 from experiments.data.registry import load_dataset
 from experiments.data.schema import Dataset, QueryDef
 from experiments.ingest import IdMap, ingest
@@ -272,7 +273,8 @@ def load_source(name: str, src: SourceSpec, data_dir: str | None, seed: int = 0
         if src.enabled == "auto":
             return None, f"not available: {exc}"
         raise
-    dataset = _keep(_exclude(dataset, set(src.exclude_conversations)), src.keep_metadata)
+    dataset = _keep(exclude_conversations(dataset, set(src.exclude_conversations)),
+                    src.keep_metadata)
     if src.derived_observations:
         from experiments.derived_observations import derive_observations
 
@@ -297,19 +299,6 @@ def _keep(dataset: Dataset, wanted: Mapping[str, Any]) -> Dataset:
     return dataclasses.replace(dataset, memories=tuple(m for m in dataset.memories
                                                        if m.key in kept),
                                queries=tuple(queries))
-
-
-def _exclude(dataset: Dataset, excluded: set[str]) -> Dataset:
-    """Drop excluded conversations (their spaces, memories and questions) from ``dataset``."""
-    if not excluded:
-        return dataset
-    spaces = tuple(s for s in dataset.spaces if s.space_id not in excluded)
-    kept = {s.space_id for s in spaces}
-    return dataclasses.replace(
-        dataset, spaces=spaces,
-        memories=tuple(m for m in dataset.memories if m.space_id in kept),
-        queries=tuple(q for q in dataset.queries if q.gold_space in kept
-                      and (q.conversation or q.gold_space) not in excluded))
 
 
 def answerable_questions(dataset: Dataset, ids: IdMap, src: SourceSpec) -> list[QueryDef]:

@@ -53,8 +53,8 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
-from experiments.data.registry import load_dataset
-from experiments.data.schema import Dataset, SpaceDef
+from experiments.data.pooled import conversations_of, merge_haystacks
+from experiments.data.schema import Dataset
 from experiments.ingest import ingest
 from experiments.rerank_data import SourceSpec, default_stacked_sources, sources_from_mapping
 from experiments.stats import calibration
@@ -259,32 +259,6 @@ def check_twins(rows: Sequence[QueryRows]) -> None:
                              "merge_haystacks and exclusions")
 
 
-def merge_haystacks(dataset: Dataset, per_space: int, seed: int) -> Dataset:
-    """Write ``per_space`` questions' haystacks into one space (seeded grouping).
-
-    LongMemEval oracle haystacks hold only the evidence sessions, so each question's pool is a
-    handful of turns, nearly all relevant: nothing like a real memory (or S, or LoCoMo), where
-    the answer hides among hundreds of turns. Merging haystacks puts other questions' sessions
-    in the pool as distractors, while each question keeps its own gold. Keys, sessions and
-    the questions' own conversation ids are unchanged.
-    """
-    if per_space <= 1:
-        return dataset
-    spaces = sorted(s.space_id for s in dataset.spaces)
-    random.Random(f"{seed}:{dataset.name}:merge").shuffle(spaces)
-    group = {s: f"{dataset.name}-pool{i // per_space:03d}" for i, s in enumerate(spaces)}
-    names = sorted(set(group.values()))
-    return dataclasses.replace(
-        dataset,
-        spaces=tuple(SpaceDef(n, f"{per_space} merged haystacks") for n in names),
-        memories=tuple(dataclasses.replace(m, space_id=group[m.space_id])
-                       for m in dataset.memories),
-        queries=tuple(dataclasses.replace(q, gold_space=group.get(q.gold_space, q.gold_space),
-                                          conversation=q.conversation or q.gold_space)
-                      for q in dataset.queries),
-        info={**dict(dataset.info), "merged_haystacks": per_space})
-
-
 # --------------------------------------------------------------------------- model
 def build_model(recipe: StackedRecipe, groups: np.ndarray):
     """The calibrated classifier, its calibration folds grouped by question (columns that are
@@ -370,12 +344,6 @@ def heldout_metrics(model, rows: Sequence[QueryRows], recipe: StackedRecipe
 
 
 # --------------------------------------------------------------------------- entry
-def excluded_questions(data: Mapping[str, Any], data_dir: str | None) -> list[str]:
-    """The question ids of a dataset (e.g. the LongMemEval S subset) to keep out of training."""
-    ds = load_dataset(dict(data), data_dir)
-    return sorted({str(q.conversation or q.gold_space) for q in ds.queries})
-
-
 def train_stacked(recipe: StackedRecipe, *, spec: EngineSpec | None = None,
                   data_dir: str | None = None, progress: bool = True,
                   embedder: Embedder | None = None, command: str | None = None
@@ -401,7 +369,7 @@ def train_stacked(recipe: StackedRecipe, *, spec: EngineSpec | None = None,
         extra = recipe.exclude_from.get(name)
         if extra and src.enabled is not False:
             try:
-                gone = excluded_questions(extra, data_dir)
+                gone = conversations_of(extra, data_dir)
             except Exception as exc:  # recorded: the source is then skipped, never half-used
                 sources[name] = {"status": f"skipped: cannot read its exclusion list "
                                            f"{dict(extra)}: {exc}"}

@@ -145,6 +145,10 @@ class ChannelsSpec:
                              f"got {self.keyword_idf!r}")
 
 
+# the channels whose scores fusion.complete can fill in for pooled memories they did not list
+COMPLETABLE = ("dense", "keyword")
+
+
 @dataclass(frozen=True)
 class FusionSpec:
     """Fusion over the union of every channel's candidates.
@@ -185,6 +189,15 @@ class FusionSpec:
     # cross-fitting over its conversations (0.25 / 0.5 / 1: 0.5 on every half; no other data
     # set has conversations between people with evidence labels; docs/recorded_figures.md)
     reply_weight: float = 0.5
+    # score completion: every memory of the pool is also scored by each channel named here
+    # that did not list it ("dense": its cosine; "keyword": its BM25 on the same words and
+    # statistics, none when it holds no query word), and that channel is normalised over the
+    # whole pool, so a find of another channel is not scored as if this one had nothing to say
+    # of it (memory_core/search.py completed_scores, memory_core/fusion/weighted.py). The
+    # weighted sum only: RRF fuses ranks, which a completed score does not have. Both on:
+    # chosen on LongMemEval oracle questions outside S with pooled haystacks
+    # (conf/data/longmemeval_pooled.yaml; docs/recorded_figures.md "Score completion")
+    complete: tuple[str, ...] = ("dense", "keyword")
     role_key: str = "role"
     asker_role: str = "user"
     agent_role: str = "assistant"
@@ -208,6 +221,14 @@ class FusionSpec:
             raise ValueError(f"unknown fusion method {self.method!r}; valid: rrf, weighted")
         if self.norm not in ("minmax", "zscore"):
             raise ValueError(f"unknown fusion norm {self.norm!r}; valid: minmax, zscore")
+        if isinstance(self.complete, str) or not all(isinstance(c, str) for c in self.complete):
+            raise ValueError(f"fusion.complete must be a list of channel names, got "
+                             f"{self.complete!r}")
+        object.__setattr__(self, "complete", tuple(self.complete))
+        bad = sorted(set(self.complete) - set(COMPLETABLE))
+        if bad:
+            raise ValueError(f"fusion.complete: unknown channel(s) {', '.join(bad)}; valid: "
+                             f"{', '.join(COMPLETABLE)}")
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from memory_core.person import addressed_role
 from memory_core.routing.base import SpaceEvidence
 from memory_core.store import SqlFilter, memory_id_of, rowid_of
 from memory_core.trace import CandidateLists, ChannelCounts, trace_rows
-from memory_core.types import Candidate, Retrieval, RetrieveRequest, frozen_map
+from memory_core.types import Candidate, Channel, Retrieval, RetrieveRequest, frozen_map
 
 if TYPE_CHECKING:
     from memory_core.pipeline import Components
@@ -42,12 +42,15 @@ class Pooled:
 def candidates_for_space(comp: Components, request: RetrieveRequest, space_id: str,
                          query_vec: Any, flt: SqlFilter, window: times.Window | None = None,
                          channel_lists: list[list[Candidate]] | None = None,
-                         read_spaces: Sequence[str] = ()) -> Pooled:
+                         read_spaces: Sequence[str] = (),
+                         channel_completed: dict[str, dict[str, float]] | None = None
+                         ) -> Pooled:
     """Channels over one space's eligible memories, fused (``fusion.method``: RRF or a
     weighted sum of normalised scores) over the union of all channels. ``channel_lists``, when
     given, receives each channel's own list (for the cross-space ranking of routed reads);
     ``read_spaces``, every space of such a read (their union makes the keyword channel's IDF
-    under ``channels.keyword_idf=space``).
+    under ``channels.keyword_idf=space``); ``channel_completed``, when given, receives the
+    completed scores (``fusion.complete``, :func:`completed_scores`) for that ranking.
 
     ``request.channels`` selects the generators: ``hybrid`` runs every channel the config
     enables (dense, keyword, temporal, entity, then graph expansion from the fused top);
@@ -84,7 +87,17 @@ def candidates_for_space(comp: Components, request: RetrieveRequest, space_id: s
         found, entity_match = entity.search(comp.store, space_id, request.query, flt,
                                             ch.entity_pool, ch.graph_max_share, ch.graph_hub_floor)
         add("entity", found)
-    fused = fuse(lists, spec.fusion) if lists else []  # fusion.method: rrf | weighted
+    completing = hybrid and bool(spec.fusion.complete) and spec.fusion.method == "weighted"
+    completed: dict[str, dict[str, float]] = {}
+    asked: dict[str, set[str]] = {}
+
+    def fused_now() -> list[Candidate]:
+        if completing:
+            completed_scores(comp, request, space_id, query_vec, flt, lists, read_spaces,
+                             completed, asked)
+        return fuse(lists, spec.fusion, completed)  # fusion.method: rrf | weighted
+
+    fused = fused_now() if lists else []
     graph_on = (hybrid and ch.graph) or which is Retrieval.GRAPH
     if graph_on and request.as_of is None and fused:
         # expansion from the top fused hits, within the same eligible filter
@@ -94,13 +107,13 @@ def candidates_for_space(comp: Components, request: RetrieveRequest, space_id: s
         counts["graph"] = len(gl)
         if gl:
             lists.append(gl)
-            fused = fuse(lists, spec.fusion)
+            fused = fused_now()
     if hybrid and ch.recency and request.query_timestamp is not None and fused:
         # query_timestamp ranks: the fused top re-listed by time proximity, fused again
         add("recency", recency.rank(comp.store, fused, times.parse_instant(
             request.query_timestamp, "query_timestamp"), ch.recency_half_life_days,
             ch.recency_pool))
-        fused = fuse(lists, spec.fusion)
+        fused = fuse(lists, spec.fusion, completed)  # recency lists only pooled memories
     terms: dict[str, dict[str, float]] = {}
     fused = boosted(comp, request.query, fused, terms)
     depth = spec.trace.depth
@@ -115,7 +128,52 @@ def candidates_for_space(comp: Components, request: RetrieveRequest, space_id: s
                                       for m, t in terms.items() if m in shown}))
     if channel_lists is not None:
         channel_lists.extend(lists)
+    if channel_completed is not None:
+        for name, scores in completed.items():
+            channel_completed.setdefault(name, {}).update(scores)
     return Pooled(fused, {space_id: record}, {space_id: rows})
+
+
+def completed_scores(comp: Components, request: RetrieveRequest, space_id: str,
+                     query_vec: Any, flt: SqlFilter, lists: Sequence[Sequence[Candidate]],
+                     read_spaces: Sequence[str], into: dict[str, dict[str, float]],
+                     asked: dict[str, set[str]]) -> None:
+    """``fusion.complete``: the scores that the channels it names (dense, keyword) give the
+    pooled memories of ``lists`` they did not list, added to ``into`` (channel -> {memory id:
+    score}).
+
+    Dense: the memory's vector in the space's index against the query vector the channel
+    searched with (the cosine the channel would have listed it with; no store read). Keyword:
+    the same BM25 scoring (words, neighbour context, IDF, index) of those memories only
+    (``keyword.search(among=...)``; from the postings, no store read), so the score is the one
+    a deeper keyword list would have shown; a memory holding no query word gets none (the
+    channel's floor in the fusion). ``asked`` (channel -> memory ids) keeps what was already
+    scored, so a second fusion after graph expansion costs only the new ones. The pooled
+    memories passed the request's filter in the channel that found them, so neither read
+    checks it again.
+    """
+    pooled = {c.memory_id for lst in lists for c in lst}
+    for lst in lists:
+        if not lst or lst[0].channel.value not in comp.spec.fusion.complete:
+            continue
+        channel = lst[0].channel
+        done = into.setdefault(channel.value, {})
+        seen = asked.setdefault(channel.value, set())
+        fresh = pooled - {c.memory_id for c in lst} - seen
+        seen |= fresh
+        missing = sorted(r for m in fresh if (r := rowid_of(m)) is not None)
+        if not missing:
+            continue
+        if channel is Channel.DENSE:
+            done.update((memory_id_of(r), score) for r, score in
+                        comp.dense.scores_of(space_id, query_vec, missing).items())
+            continue
+        ch = comp.spec.channels
+        found = keyword.search(comp.store, space_id, request.query, flt, len(missing),
+                               ch.keyword_context_weight, ch.keyword_space_df_max,
+                               ch.keyword_idf, ch.keyword_idf_prior_rows, read_spaces,
+                               ch.keyword_index, ch.keyword_index_threshold, among=missing)
+        done.update((c.memory_id, c.score) for c in found)
 
 
 def merge_across_spaces(lists: Sequence[Sequence[Candidate]]) -> list[list[Candidate]]:
@@ -159,11 +217,13 @@ def pool(comp: Components, request: RetrieveRequest, space_ids: Sequence[str], q
     if len(live) == 1 and not isolate:
         return candidates_for_space(comp, request, live[0], query_vec, filters[live[0]], window)
     lists: list[list[Candidate]] = []
+    completed: dict[str, dict[str, float]] = {}
     by_space: dict[str, Pooled] = {}
     for space_id in live:
         try:
             by_space[space_id] = candidates_for_space(
-                comp, request, space_id, query_vec, filters[space_id], window, lists, live)
+                comp, request, space_id, query_vec, filters[space_id], window, lists, live,
+                completed)
         except MemoryCoreError:
             raise
         except Exception as exc:  # recorded per space: the caller reports it as search_failed
@@ -175,8 +235,8 @@ def pool(comp: Components, request: RetrieveRequest, space_ids: Sequence[str], q
     rows = {s: r for p in by_space.values() for s, r in p.lists.items()}
     if len(by_space) == 1:
         return next(iter(by_space.values()))
-    fused = boosted(comp, request.query, fuse(merge_across_spaces(lists), comp.spec.fusion)
-                    ) if lists else []
+    fused = boosted(comp, request.query, fuse(merge_across_spaces(lists), comp.spec.fusion,
+                                              completed)) if lists else []
     return Pooled(fused, channels, rows)
 
 

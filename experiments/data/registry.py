@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -12,11 +13,50 @@ from experiments.data.schema import Dataset
 NAMES = ("synthetic", "locomo", "longmemeval", "memorybank")
 
 
+# keys of a data block every real set takes (experiments/data/pooled.py), not its loader's
+TRANSFORM_KEYS = ("exclude_conversations_of", "merge_haystacks", "merge_seed")
+
+
 def load_dataset(data_cfg: Mapping[str, Any], data_dir: str | Path | None) -> Dataset:
     """Build the configured dataset. Real sets need a data directory (``paths.data_dir`` or
-    ``MEMORY_CORE_DATA_DIR``); a missing one is a clear :class:`DatasetError`."""
+    ``MEMORY_CORE_DATA_DIR``); a missing one is a clear :class:`DatasetError`.
+
+    Besides its loader's keys a real set's block may name ``exclude_conversations_of`` (a data
+    block: its conversations, e.g. LongMemEval S's questions, are dropped) and
+    ``merge_haystacks`` (that many conversations' memories to a space, grouped by
+    ``merge_seed``, default 0); the dataset's ``info`` records both."""
     name = data_cfg.get("name")
-    options = {k: v for k, v in data_cfg.items() if k != "name"}
+    options = {k: v for k, v in data_cfg.items() if k != "name" and k not in TRANSFORM_KEYS}
+    transform = {k: data_cfg[k] for k in TRANSFORM_KEYS if data_cfg.get(k) is not None}
+    if transform and name in (None, "synthetic"):
+        raise DatasetError(f"{', '.join(transform)} apply to a real data set, not {name!r}")
+    dataset = _load(name, options, data_dir)
+    if not transform:
+        return dataset
+    from experiments.data.pooled import conversations_of, exclude_conversations, merge_haystacks
+
+    info = dict(dataset.info)
+    other = transform.get("exclude_conversations_of")
+    if other is not None:
+        if not isinstance(other, Mapping) or "name" not in other:
+            raise DatasetError("exclude_conversations_of must be a data block with a name, "
+                               f"got {other!r}")
+        gone = set(conversations_of(other, data_dir))
+        before = len(dataset.queries)
+        dataset = exclude_conversations(dataset, gone)
+        info["excluded_conversations_of"] = {"data": dict(other),
+                                             "questions_dropped": before - len(dataset.queries)}
+    per_space = transform.get("merge_haystacks")
+    if per_space is not None:
+        if isinstance(per_space, bool) or not isinstance(per_space, int) or per_space < 1:
+            raise DatasetError(f"merge_haystacks must be an integer >= 1, got {per_space!r}")
+        seed = int(transform.get("merge_seed", 0))
+        dataset = merge_haystacks(dataset, per_space, seed)
+        info.update(merged_haystacks=per_space, merge_seed=seed)
+    return dataclasses.replace(dataset, info=info)
+
+
+def _load(name: Any, options: dict[str, Any], data_dir: str | Path | None) -> Dataset:
     if name == "synthetic":
         from experiments.data.synthetic import WorldSpec, generate_world
 

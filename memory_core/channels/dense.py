@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from enum import Enum
 from pathlib import Path
@@ -342,6 +342,24 @@ class DenseIndex:
         return [new_candidate(f"mem_{rowid}", score, rank, Channel.DENSE,
                               MappingProxyType({name: rank}), space_id)
                 for rank, (score, rowid) in enumerate(found, start=1)]
+
+    def scores_of(self, space_id: str, query_vec: np.ndarray, rowids: Iterable[int]
+                  ) -> dict[int, float]:
+        """The score :meth:`search` gives each of ``rowids`` (the query's inner product with
+        its stored vector), from the space's index in memory: no store read, so scoring the
+        pool's other finds (``fusion.complete``) costs a reconstruct and a product. Rows the
+        index does not hold are left out."""
+        with self._lock:
+            index = self._indexes.get(space_id)
+            if index is None:
+                index = self._index_for(space_id)
+            held = self._held.get(space_id, set())
+            keys = np.fromiter((r for r in rowids if r in held), dtype=np.int64)
+            if not len(keys):
+                return {}
+            vectors = index.reconstruct_batch(keys)
+        q = np.ascontiguousarray(query_vec, dtype=np.float32).reshape(-1)
+        return dict(zip(keys.tolist(), (vectors @ q).astype(float).tolist(), strict=True))
 
     def _search_hnsw(self, index, q: np.ndarray, k: int, sel, share: float
                      ) -> tuple[np.ndarray, np.ndarray]:

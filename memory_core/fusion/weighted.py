@@ -9,7 +9,17 @@ then, over the *union* of every list:
 
 The floor for a missing memory matters under z-score: without it "not returned" would score
 0, the list's mean, which beats every below-average memory the channel *did* return. A
-channel that returned nothing adds nothing. A weight missing from ``weights`` is 1.0; a
+channel that returned nothing adds nothing.
+
+*Completed* scores (``completed``: channel -> {memory id: score}): the scores a channel gives
+pooled memories it did not list (the union's other finds, scored by that channel after the
+fact; see ``fusion.complete`` and :func:`memory_core.search.completed_scores`). They join that
+channel's list for normalisation, so the channel is normalised over the whole pool and a
+memory another channel found keeps what this channel says of it instead of the floor: a
+keyword-only find with a fair cosine is not scored as if the dense channel had nothing to say.
+A completed memory the channel holds no score for (no query word, for BM25) takes the floor.
+Completion changes scores, never channel ranks or raw channel scores (``channel_ranks`` /
+``channel_scores`` stay what each channel listed). A weight missing from ``weights`` is 1.0; a
 negative or non-finite weight is a ``ValueError``. Ties are broken by the best
 single-channel rank, then by memory id (as in :func:`memory_core.fusion.rrf.rrf`).
 
@@ -55,17 +65,37 @@ def _weight(weights: Mapping[str, float], channel: str) -> float:
 
 
 def weighted_sum(lists: Sequence[Sequence[Candidate]], weights: Mapping[str, float],
-                 norm: Norm | str = Norm.MINMAX) -> list[Candidate]:
-    """Fuse per-channel lists by a weighted sum of normalised scores (see module docstring)."""
+                 norm: Norm | str = Norm.MINMAX,
+                 completed: Mapping[str, Mapping[str, float]] | None = None) -> list[Candidate]:
+    """Fuse per-channel lists by a weighted sum of normalised scores (see module docstring);
+    ``completed``: per channel, the scores of pooled memories that channel did not list.
+
+    Example (``c``, which only the keyword list holds, has cosine 0.8 to the query):
+        >>> from memory_core.types import Candidate, Channel
+        >>> dense = [Candidate("a", 0.9, 1, Channel.DENSE), Candidate("b", 0.7, 2, Channel.DENSE)]
+        >>> kw = [Candidate("c", 9.0, 1, Channel.KEYWORD), Candidate("b", 3.0, 2, Channel.KEYWORD)]
+        >>> [(c.memory_id, round(c.score, 3)) for c in weighted_sum([dense, kw], {})]
+        [('a', 1.0), ('c', 1.0), ('b', 0.0)]
+        >>> done = weighted_sum([dense, kw], {}, completed={"dense": {"c": 0.8}, "keyword": {}})
+        >>> [(c.memory_id, round(c.score, 3)) for c in done]
+        [('c', 1.5), ('a', 1.0), ('b', 0.0)]
+    """
+    ranks, raws, spaces = merge_provenance(lists)
     per_list: list[tuple[float, dict[str, float], float]] = []  # (weight, scores, floor)
     for lst in lists:
         if not lst:
             continue
-        w = _weight(weights, _channel_of(lst))
-        normed = normalized_scores(lst, norm)
-        per_list.append((w, dict(zip([c.memory_id for c in lst], normed, strict=True)),
-                         min(normed)))
-    ranks, raws, spaces = merge_provenance(lists)
+        channel = _channel_of(lst)
+        w = _weight(weights, channel)
+        listed = {c.memory_id for c in lst}
+        # only the pool's memories: a completed score of anything else would move the scale
+        extra = [(m, float(s)) for m, s in (completed or {}).get(channel, {}).items()
+                 if m in ranks and m not in listed]
+        ids = [c.memory_id for c in lst] + [m for m, _ in extra]
+        normed = normalized_scores(list(lst) + [new_candidate(m, s, len(lst) + i + 1,
+                                                              lst[0].channel)
+                                                for i, (m, s) in enumerate(extra)], norm)
+        per_list.append((w, dict(zip(ids, normed, strict=True)), min(normed)))
     # summed list by list in list order from int 0, as sum() over the lists does on the
     # Python this project pins (< 3.12; 3.12's sum() compensates rounding): the same floats
     fused: dict[str, float] = dict.fromkeys(ranks, 0)

@@ -1,0 +1,169 @@
+"""Score completion (``fusion.complete``): a pooled memory a channel did not list is scored
+by that channel after the fact, and the channel is normalised over the whole pool."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from memory_core import MemoryEngine
+from memory_core.config import ChannelsSpec, EngineSpec, FusionSpec
+from memory_core.fusion import fuse
+from memory_core.fusion.weighted import weighted_sum
+from memory_core.types import Candidate, Channel
+
+
+def _list(pairs, channel):
+    return [Candidate(m, s, i + 1, channel, {channel.value: i + 1}, "sp")
+            for i, (m, s) in enumerate(pairs)]
+
+
+DENSE = _list([("a", 0.9), ("b", 0.5)], Channel.DENSE)
+KW = _list([("c", 12.0), ("b", 2.0)], Channel.KEYWORD)
+
+
+def test_a_completed_score_joins_its_channels_normalisation():
+    # dense over {a .9, b .5, c .3}: a 1, b 1/3, c 0; keyword over {c 12, b 2, a 7}: c 1, b 0,
+    # a .5
+    fused = weighted_sum([DENSE, KW], {}, completed={"dense": {"c": 0.3},
+                                                     "keyword": {"a": 7.0}})
+    got = {c.memory_id: c.score for c in fused}
+    assert got == pytest.approx({"a": 1.5, "b": 1 / 3, "c": 1.0})
+    # without completion: a and b keep their dense scores over {a, b} only, c the floor
+    plain = {c.memory_id: c.score for c in weighted_sum([DENSE, KW], {})}
+    assert plain == pytest.approx({"a": 1.0, "b": 0.0, "c": 1.0})
+
+
+def test_completion_moves_scores_never_provenance():
+    fused = weighted_sum([DENSE, KW], {}, completed={"dense": {"c": 0.3}})
+    c = next(x for x in fused if x.memory_id == "c")
+    # the dense channel did not list c: its ranks and raw scores say so still
+    assert dict(c.channel_ranks) == {"keyword": 1}
+    assert dict(c.channel_scores) == {"keyword": 12.0}
+
+
+def test_a_memory_the_channel_has_no_score_for_takes_the_floor():
+    # keyword completion found no word of the query in "a": the keyword list's floor (0)
+    fused = {c.memory_id: c.score
+             for c in weighted_sum([DENSE, KW], {}, completed={"keyword": {}})}
+    assert fused["a"] == pytest.approx(1.0)
+
+
+def test_completed_scores_outside_the_pool_are_ignored():
+    far = weighted_sum([DENSE, KW], {}, completed={"dense": {"zzz": -5.0}})
+    assert [c.memory_id for c in far] == [c.memory_id for c in weighted_sum([DENSE, KW], {})]
+    assert {c.memory_id for c in far} == {"a", "b", "c"}
+
+
+def test_the_spec_checks_completion():
+    assert FusionSpec(complete=["dense"]).complete == ("dense",)
+    with pytest.raises(ValueError, match="list of channel names"):
+        FusionSpec(complete="dense")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="unknown channel"):
+        FusionSpec(complete=("graph",))
+    # RRF fuses ranks and takes no completed scores: fuse passes them to the weighted sum only
+    assert FusionSpec(method="rrf").complete == ("dense", "keyword")  # the default, unused
+    assert [c.memory_id for c in fuse([DENSE, KW], FusionSpec(method="rrf"),
+                                      {"dense": {"c": 1.0}})] == \
+        [c.memory_id for c in fuse([DENSE, KW], FusionSpec(method="rrf"))]
+
+
+WORDS = ["apple", "banana", "cherry", "grape", "lemon", "mango", "melon", "olive", "peach",
+         "pear", "plum", "kiwi"]
+
+
+def _spec(complete=(), pool=3, index="auto"):  # complete=(): the fusion before completion
+    return EngineSpec(channels=ChannelsSpec(dense_pool=pool, keyword_pool=pool, temporal=False,
+                                            graph=False, keyword_index=index),
+                      fusion=FusionSpec(complete=tuple(complete), person_weight=0.0,
+                                        reply_weight=0.0))
+
+
+def _fill(eng, tagged: bool = False) -> list[str]:
+    rng = np.random.default_rng(7)
+    eng.create_space("s")
+    texts = [" ".join(rng.choice(WORDS, size=4)) + f" note {i}" for i in range(40)]
+    return eng.write_many("s", [{"content": t, **({"tags": ["odd" if i % 2 else "even"]}
+                                                  if tagged else {})}
+                                for i, t in enumerate(texts)])
+
+
+def _lists(eng, query, **fields):
+    resp = eng.retrieve(query=query, space_id="s", mode="fast", limit=50, receipt=True, **fields)
+    lists = eng.get_receipt(resp.trace_id).trace.candidates["s"]
+    rows = {**lists.lists, "fused": lists.fused}
+    return resp, {name: {m: (s, r) for m, s, r in got} for name, got in rows.items()}
+
+
+@pytest.mark.parametrize("index", ["fts5", "postings"])
+@pytest.mark.parametrize("channels", [("dense",), ("keyword",), ("dense", "keyword")])
+def test_engine_fuses_the_scores_a_deeper_list_would_have_shown(tmp_path, hash_embedder,
+                                                               channels, index):
+    """With completion, the engine's fused order over shallow lists is the weighted sum over
+    those lists plus each pooled memory's score from the same channel searched deep: the
+    completed scores are the channel's own (BM25 from FTS5 and from the postings alike)."""
+    path = tmp_path / "store"
+    query = "apple mango plum"
+    with MemoryEngine.open(path, _spec(index=index), embedder=hash_embedder) as eng:
+        _fill(eng)
+        _, shallow = _lists(eng, query)
+    with MemoryEngine.open(path, _spec(pool=100, index=index), embedder=hash_embedder) as eng:
+        _, deep = _lists(eng, query)
+    with MemoryEngine.open(path, _spec(channels, index=index), embedder=hash_embedder) as eng:
+        resp, done = _lists(eng, query)
+    pool = set(shallow["fused"])
+    assert set(done["fused"]) == pool  # completion adds and removes nothing
+    # each channel's own list is unchanged (what it found, at its ranks)
+    for name in ("dense", "keyword"):
+        assert done[name] == shallow[name]
+    # rebuild the expected fusion by hand from the shallow lists and the deep scores
+    cands = [_list(sorted(((m, s) for m, (s, _) in shallow[name].items()),
+                          key=lambda x: -x[1]), ch)
+             for name, ch in (("dense", Channel.DENSE), ("keyword", Channel.KEYWORD))]
+    completed = {name: {m: deep[name][m][0] for m in pool if m in deep[name]}
+                 for name in channels}
+    expected = {c.memory_id: c.score for c in weighted_sum(cands, {"dense": 1.0, "keyword": 1.0},
+                                                           completed=completed)}
+    got = {m: s for m, (s, _) in done["fused"].items()}
+    assert got == pytest.approx(expected, abs=1e-4)  # the trace rounds to 6 places
+    assert {r.memory_id for r in resp.results} == pool
+
+
+def test_completion_stays_inside_the_requests_filter(hash_embedder):
+    """Completion scores only pooled memories, and the pool of a filtered read holds only
+    what the filter lets through: a tag filter's read never returns or fuses another tag."""
+    query = "apple mango plum"
+    with MemoryEngine.open(":memory:", _spec(("dense", "keyword")),
+                           embedder=hash_embedder) as eng:
+        ids = _fill(eng, tagged=True)
+        odd = {m for i, m in enumerate(ids) if i % 2}
+        resp, lists = _lists(eng, query, tags=["odd"])
+        assert {r.memory_id for r in resp.results} <= odd
+        assert set(lists["fused"]) <= odd and len(lists["fused"]) > 0
+
+
+def test_completion_changes_the_fused_order(hash_embedder):
+    orders = {}
+    for complete in ((), ("dense",)):
+        with MemoryEngine.open(":memory:", _spec(complete), embedder=hash_embedder) as eng:
+            _fill(eng)
+            resp = eng.retrieve(query="apple mango plum", space_id="s", mode="fast", limit=6)
+            orders[complete] = [r.memory_id for r in resp.results]
+    assert set(orders[()]) == set(orders[("dense",)])  # the same pool of six
+    assert orders[()] != orders[("dense",)]
+
+
+def test_rrf_leaves_completion_out(hash_embedder):
+    """RRF fuses ranks: the engine computes no completed scores for it, whatever
+    ``fusion.complete`` says, so its order is the one without completion."""
+    orders = []
+    for complete in ((), ("dense", "keyword")):
+        spec = EngineSpec(channels=ChannelsSpec(dense_pool=3, keyword_pool=3, temporal=False,
+                                                graph=False),
+                          fusion=FusionSpec(method="rrf", complete=complete, person_weight=0.0,
+                                            reply_weight=0.0))
+        with MemoryEngine.open(":memory:", spec, embedder=hash_embedder) as eng:
+            _fill(eng)
+            resp = eng.retrieve(query="apple mango plum", space_id="s", mode="fast", limit=6)
+            orders.append([(r.memory_id, r.relevance_score) for r in resp.results])
+    assert orders[0] == orders[1]
