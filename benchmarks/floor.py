@@ -97,11 +97,12 @@ def profile_text(prof: cProfile.Profile, rows: int = 35) -> str:
 
 
 def run(queries: int, warmup: int, conversations: int | None, seed: int, work: Path,
-        profile_queries: int, keyword_index: str = "auto") -> tuple[dict[str, Any], str]:
+        profile_queries: int, keyword_index: str = "auto",
+        complete: tuple[str, ...] | None = None) -> tuple[dict[str, Any], str]:
     import faiss
 
     from memory_core import MemoryEngine, date_read, times
-    from memory_core.config import CacheSpec, ChannelsSpec, EmbedSpec, EngineSpec
+    from memory_core.config import CacheSpec, ChannelsSpec, EmbedSpec, EngineSpec, FusionSpec
     from memory_core.embed import CachedEmbedder, SentenceTransformerEmbedder
 
     source, items, asked = load_turns(conversations)
@@ -113,7 +114,8 @@ def run(queries: int, warmup: int, conversations: int | None, seed: int, work: P
     model.encode(["load"], show_progress_bar=False)
     embedder = TimedEmbedder(CachedEmbedder(inner, work / "cache"))
     spec = EngineSpec(cache=CacheSpec(enabled=False),
-                      channels=ChannelsSpec(keyword_index=keyword_index))
+                      channels=ChannelsSpec(keyword_index=keyword_index),
+                      fusion=FusionSpec() if complete is None else FusionSpec(complete=complete))
     engine = MemoryEngine.open(work / "store", spec, embedder=embedder)
 
     # ingest: the engine's write_many against raw encode of the same texts
@@ -184,7 +186,8 @@ def run(queries: int, warmup: int, conversations: int | None, seed: int, work: P
     report = {
         "benchmark": "memory_core floor",
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "source": source, "keyword_index": keyword_index, "spaces": len(items),
+        "source": source, "keyword_index": keyword_index,
+        "fusion_complete": list(spec.fusion.complete), "spaces": len(items),
         "memories": len(texts),
         "queries": len(lat["fast"]), "warmup": warmup, "limit": LIMIT, "seed": seed,
         "threads": thread_settings(),
@@ -214,13 +217,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--keyword-index", default="auto", choices=("auto", "fts5", "postings"),
                         help="channels.keyword_index of the engine measured")
+    parser.add_argument("--complete", default=None,
+                        help="fusion.complete of the engine measured: channels joined by commas, "
+                             "or 'none' (default: the engine's default)")
     parser.add_argument("--out", type=Path, default=ROOT / "outputs" / "bench" / "floor")
     args = parser.parse_args(argv)
+    complete = None if args.complete is None else tuple(
+        c for c in args.complete.split(",") if c and args.complete != "none")
     if args.queries < 1 or args.warmup < 0 or args.profile_queries < 0:
         parser.error("--queries must be >= 1, --warmup and --profile-queries >= 0")
     with tempfile.TemporaryDirectory(prefix="memory-core-floor-") as tmp:
         report, prof = run(args.queries, args.warmup, args.conversations, args.seed, Path(tmp),
-                           args.profile_queries, args.keyword_index)
+                           args.profile_queries, args.keyword_index, complete)
     out_dir = args.out / time.strftime("%Y-%m-%d_%H-%M-%S")
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "floor.json").write_text(json.dumps(report, indent=2) + "\n")

@@ -12,6 +12,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from memory_core import times
 from memory_core.channels import entity, graph, keyword, recency, temporal
 from memory_core.errors import MemoryCoreError
@@ -66,6 +68,8 @@ def candidates_for_space(comp: Components, request: RetrieveRequest, space_id: s
     lists: list[list[Candidate]] = []
     counts: dict[str, int] = {}
     top_cosine = entity_match = None
+    # every row the keyword search scored (postings only): what completion reads
+    matched: dict[str, tuple[Any, Any]] = {}
 
     def add(name: str, found: list[Candidate]) -> None:
         lists.append(found)
@@ -79,7 +83,8 @@ def candidates_for_space(comp: Components, request: RetrieveRequest, space_id: s
         add("keyword", keyword.search(comp.store, space_id, request.query, flt, ch.keyword_pool,
                                       ch.keyword_context_weight, ch.keyword_space_df_max,
                                       ch.keyword_idf, ch.keyword_idf_prior_rows, read_spaces,
-                                      ch.keyword_index, ch.keyword_index_threshold))
+                                      ch.keyword_index, ch.keyword_index_threshold,
+                                      matched=matched))
     if hybrid and ch.temporal and window is not None:
         add("temporal", temporal.search(comp.dense, space_id, query_vec, flt, window,
                                         ch.temporal_pool))
@@ -94,7 +99,7 @@ def candidates_for_space(comp: Components, request: RetrieveRequest, space_id: s
     def fused_now() -> list[Candidate]:
         if completing:
             completed_scores(comp, request, space_id, query_vec, flt, lists, read_spaces,
-                             completed, asked)
+                             completed, asked, matched.get(space_id))
         return fuse(lists, spec.fusion, completed)  # fusion.method: rrf | weighted
 
     fused = fused_now() if lists else []
@@ -137,7 +142,7 @@ def candidates_for_space(comp: Components, request: RetrieveRequest, space_id: s
 def completed_scores(comp: Components, request: RetrieveRequest, space_id: str,
                      query_vec: Any, flt: SqlFilter, lists: Sequence[Sequence[Candidate]],
                      read_spaces: Sequence[str], into: dict[str, dict[str, float]],
-                     asked: dict[str, set[str]]) -> None:
+                     asked: dict[str, set[str]], matched: tuple[Any, Any] | None = None) -> None:
     """``fusion.complete``: the scores that the channels it names (dense, keyword) give the
     pooled memories of ``lists`` they did not list, added to ``into`` (channel -> {memory id:
     score}).
@@ -145,7 +150,8 @@ def completed_scores(comp: Components, request: RetrieveRequest, space_id: str,
     Dense: the memory's vector in the space's index against the query vector the channel
     searched with (the cosine the channel would have listed it with; no store read). Keyword:
     the same BM25 scoring (words, neighbour context, IDF, index) of those memories only
-    (``keyword.search(among=...)``; from the postings, no store read), so the score is the one
+    (``keyword.search(among=...)``, or read from ``matched``, the keyword search's own scores
+    of every row holding a query word, when the postings answered it), so the score is the one
     a deeper keyword list would have shown; a memory holding no query word gets none (the
     channel's floor in the fusion). ``asked`` (channel -> memory ids) keeps what was already
     scored, so a second fusion after graph expansion costs only the new ones. The pooled
@@ -167,6 +173,14 @@ def completed_scores(comp: Components, request: RetrieveRequest, space_id: str,
         if channel is Channel.DENSE:
             done.update((memory_id_of(r), score) for r, score in
                         comp.dense.scores_of(space_id, query_vec, missing).items())
+            continue
+        if matched is not None:  # the channel's own scores: a look-up, no second search
+            rows, scores = matched  # ascending rowids (the postings' order)
+            want = np.asarray(missing, dtype=np.int64)
+            at = np.minimum(np.searchsorted(rows, want), max(len(rows) - 1, 0))
+            hit = at[rows[at] == want] if len(rows) else at[:0]
+            done.update(zip((memory_id_of(r) for r in rows[hit].tolist()),
+                            scores[hit].tolist(), strict=True))
             continue
         ch = comp.spec.channels
         found = keyword.search(comp.store, space_id, request.query, flt, len(missing),

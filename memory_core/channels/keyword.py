@@ -138,7 +138,8 @@ def search(store: Store, space_id: str, query: str, flt: SqlFilter, depth: int,
            context_weight: float = 0.0, space_df_max: float | None = None,
            idf: str = "store", idf_prior_rows: float = 0.0,
            stats_spaces: Sequence[str] = (), index: str = "fts5",
-           index_threshold: int = 0, among: Sequence[int] | None = None) -> list[Candidate]:
+           index_threshold: int = 0, among: Sequence[int] | None = None,
+           matched: dict[str, tuple[np.ndarray, np.ndarray]] | None = None) -> list[Candidate]:
     """Top ``depth`` eligible memories of the space by BM25; a turn's neighbour turns count
     with ``context_weight`` beside its own text (``channels.keyword_context_weight``); words
     common within the space are left out when ``space_df_max`` is set; ``idf`` ``store``
@@ -160,7 +161,10 @@ def search(store: Store, space_id: str, query: str, flt: SqlFilter, depth: int,
     ``among`` (rowids already known to pass ``flt``, e.g. other channels' finds): score those
     rows only, each with the score a list of any depth would give it (``fusion.complete``);
     ``depth`` is then ignored and the order is by score. The postings answer without reading
-    the store; the FTS5 paths narrow their query to those rows.
+    the store; the FTS5 paths narrow their query to those rows. ``matched``, when given and
+    the postings answer, receives ``{space_id: (rowids, scores)}`` of every row of the space
+    that holds a query word, eligible or not (what ``among`` would pick from: a caller that
+    scores more rows of the same query later reads them there instead of searching again).
     """
     if idf not in IDF_CHOICES:
         raise ValueError(f"idf must be one of {IDF_CHOICES}, got {idf!r}")
@@ -186,7 +190,7 @@ def search(store: Store, space_id: str, query: str, flt: SqlFilter, depth: int,
                                  or (index == "auto" and own_rows >= index_threshold)):
         # under FTS5's statistics the other spaces lend nothing but store-wide counts
         hits = postings_scores(store, space_id, words, flt, depth, context_weight, whole,
-                               idf_prior_rows, [space_id] if whole else spaces, among)
+                               idf_prior_rows, [space_id] if whole else spaces, among, matched)
     if hits is None and whole:  # FTS5's own statistics: leave out the words they weigh at 0
         common = store.keyword_common([f'"{w}"' for w in words], context_weight > 0.0)
         words = [w for w in words if f'"{w}"' not in common] or words
@@ -204,7 +208,9 @@ def search(store: Store, space_id: str, query: str, flt: SqlFilter, depth: int,
 def postings_scores(store: Store, space_id: str, words: list[str], flt: SqlFilter,
                     depth: int, context_weight: float, fts5_stats: bool,
                     prior_rows: float, spaces: Sequence[str],
-                    among: Sequence[int] | None = None) -> list[tuple[int, float]] | None:
+                    among: Sequence[int] | None = None,
+                    matched: dict[str, tuple[np.ndarray, np.ndarray]] | None = None
+                    ) -> list[tuple[int, float]] | None:
     """The scores :func:`search`'s FTS5 paths give, from the in-memory postings of ``spaces``
     (:mod:`memory_core.store.postings`): [(rowid, score)] of ``space_id``'s top ``depth``
     eligible rows, best first (ties: lower rowid), or None when a word is not one FTS5 token.
@@ -218,7 +224,7 @@ def postings_scores(store: Store, space_id: str, words: list[str], flt: SqlFilte
     the words in query order; the FTS5 paths then add the context's sum times its weight, or
     sum each word's score times its re-weighing factor), so equal scores stay equal and ties
     break the same way. With ``among`` (rows known eligible), those of them that hold a query
-    word, best first, without a filter check (no store read).
+    word, best first, without a filter check (no store read). ``matched``: as :func:`search`.
     """
     terms = store.query_terms(words)
     if any(t is None for t in terms):
@@ -238,14 +244,16 @@ def postings_scores(store: Store, space_id: str, words: list[str], flt: SqlFilte
                    for s, st in zip(spaces, states, strict=True)):
                 return _postings_scores(store, space_id, words, terms, flt, depth,
                                         context_weight, fts5_stats, prior_rows, spaces, states,
-                                        among)
+                                        among, matched)
     return None  # writes kept landing between the refresh and the counts: FTS5 answers
 
 
 def _postings_scores(store: Store, space_id: str, words: list[str], terms: list[str | None],
                      flt: SqlFilter, depth: int, context_weight: float, fts5_stats: bool,
                      prior_rows: float, spaces: Sequence[str], states: list[PostingState],
-                     among: Sequence[int] | None = None) -> list[tuple[int, float]]:
+                     among: Sequence[int] | None = None,
+                     matched: dict[str, tuple[np.ndarray, np.ndarray]] | None = None
+                     ) -> list[tuple[int, float]]:
     """:func:`postings_scores` once the states are current, inside the store's snapshot."""
     (own_rows, own_tokens), (ctx_rows, ctx_tokens) = store.fulltext_totals()
     context = context_weight > 0.0
@@ -295,6 +303,8 @@ def _postings_scores(store: Store, space_id: str, words: list[str], terms: list[
             ctx_pos.append(ctx.pos)
             ctx_val.append(score)
     if not own_pos and not ctx_pos:
+        if matched is not None:
+            matched[space_id] = (np.zeros(0, dtype=np.int64), np.zeros(0))
         return []
     # np.bincount adds each row's values in array order: FTS5's order, words as queried
     pos = np.concatenate(own_pos + ctx_pos)
@@ -311,6 +321,8 @@ def _postings_scores(store: Store, space_id: str, words: list[str], terms: list[
     held = np.zeros(target.size, dtype=bool)
     held[pos] = True
     cand = np.flatnonzero(held)
+    if matched is not None:
+        matched[space_id] = (target.rowids[cand], total[cand])
     if among is not None:  # rows already eligible: theirs only, no filter to check
         cand = cand[np.isin(target.rowids[cand], np.asarray(among, dtype=np.int64))]
         order = cand[np.lexsort((target.rowids[cand], -total[cand]))]

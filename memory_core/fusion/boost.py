@@ -50,7 +50,6 @@ Example:
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from collections.abc import Hashable, Mapping, Sequence
 
@@ -133,5 +132,4 @@ def boost(fused: Sequence[Candidate], session_of: Mapping[str, Hashable | None],
         if terms is not None and (lifted := {k: v for k, v in added.items() if v != 0}):
             terms[c.memory_id] = lifted
     order = sorted(fused, key=lambda c: (-scores[c.memory_id], c.rank))
-    return [dataclasses.replace(c, score=scores[c.memory_id], rank=i + 1)
-            for i, c in enumerate(order)]
+    return [c.moved(i + 1, scores[c.memory_id]) for i, c in enumerate(order)]

@@ -81,27 +81,36 @@ _KERNELS: Mapping[Norm, Callable[[Sequence[float]], list[float]]] = MappingProxy
 # -- HIGH LEVEL: candidate lists ------------------------------------------------------------
 
 
-def _check_finite(candidates: Sequence[Candidate]) -> list[float]:
-    scores = [float(c.score) for c in candidates]
-    bad = [c.memory_id for c, s in zip(candidates, scores, strict=True) if not math.isfinite(s)]
-    if bad:
-        raise ValueError(f"cannot normalise non-finite scores (memories {bad[:3]})")
-    return scores
+def normalized_values(scores: Sequence[float], norm: Norm | str,
+                      ids: Sequence[str] = ()) -> list[float]:
+    """:func:`normalized_scores` over plain floats (``ids``, when given, name the memories in
+    the error of a non-finite score).
 
-
-def normalized_scores(candidates: Sequence[Candidate], norm: Norm | str) -> list[float]:
-    """The ``norm``-normalised scores of ``candidates``, in list order (what
-    :func:`normalize` puts on its new candidates; the fusers that need only the numbers call
-    this and build no records).
-
-    Raises ``ValueError`` for an unknown ``norm`` (listing the valid ones) or a non-finite score.
+    Example:
+        >>> normalized_values([2.0, 4.0], "minmax")
+        [0.0, 1.0]
     """
     try:
         kernel = _KERNELS[Norm(norm)]
     except ValueError:
         raise ValueError(f"unknown score normalisation {norm!r}; valid: "
                          f"{', '.join(n.value for n in Norm)}") from None
-    return kernel(_check_finite(candidates))
+    values = [float(s) for s in scores]
+    if not all(math.isfinite(v) for v in values):
+        bad = [ids[i] if i < len(ids) else f"#{i}" for i, v in enumerate(values)
+               if not math.isfinite(v)]
+        raise ValueError(f"cannot normalise non-finite scores (memories {bad[:3]})")
+    return kernel(values)
+
+
+def normalized_scores(candidates: Sequence[Candidate], norm: Norm | str) -> list[float]:
+    """The ``norm``-normalised scores of ``candidates``, in list order (what
+    :func:`normalize` puts on its new candidates).
+
+    Raises ``ValueError`` for an unknown ``norm`` (listing the valid ones) or a non-finite score.
+    """
+    return normalized_values([c.score for c in candidates], norm,
+                             [c.memory_id for c in candidates])
 
 
 def normalize(candidates: Sequence[Candidate], norm: Norm | str) -> list[Candidate]:

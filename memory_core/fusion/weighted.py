@@ -42,7 +42,7 @@ import math
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 
-from memory_core.fusion.normalize import Norm, normalized_scores
+from memory_core.fusion.normalize import Norm, normalized_values
 from memory_core.fusion.provenance import merge_provenance
 from memory_core.types import Candidate, Channel, new_candidate
 
@@ -92,9 +92,7 @@ def weighted_sum(lists: Sequence[Sequence[Candidate]], weights: Mapping[str, flo
         extra = [(m, float(s)) for m, s in (completed or {}).get(channel, {}).items()
                  if m in ranks and m not in listed]
         ids = [c.memory_id for c in lst] + [m for m, _ in extra]
-        normed = normalized_scores(list(lst) + [new_candidate(m, s, len(lst) + i + 1,
-                                                              lst[0].channel)
-                                                for i, (m, s) in enumerate(extra)], norm)
+        normed = normalized_values([c.score for c in lst] + [v for _, v in extra], norm, ids)
         per_list.append((w, dict(zip(ids, normed, strict=True)), min(normed)))
     # summed list by list in list order from int 0, as sum() over the lists does on the
     # Python this project pins (< 3.12; 3.12's sum() compensates rounding): the same floats

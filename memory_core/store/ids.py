@@ -22,12 +22,30 @@ def memory_id_of(rowid: int) -> str:
     return f"{MEMORY_ID_PREFIX}{rowid}"
 
 
+# ids read back before (a read converts each pooled candidate's id several times); bounded
+_ROWIDS: dict[str, int | None] = {}
+_ROWIDS_MAX = 1 << 16
+
+
 def rowid_of(memory_id: str) -> int | None:
-    """The row of a public memory id, or None when the id is not one of ours."""
-    if not isinstance(memory_id, str) or not memory_id.startswith(MEMORY_ID_PREFIX):
+    """The row of a public memory id, or None when the id is not one of ours.
+
+    Example (digits only, ASCII ones: ``"mem_²"`` is not an id):
+        >>> rowid_of("mem_007"), rowid_of("mem_²"), rowid_of("mem_-1"), rowid_of(None)
+        (7, None, None, None)
+    """
+    if not isinstance(memory_id, str):
         return None
+    rowid = _ROWIDS.get(memory_id, -1)
+    if rowid != -1:
+        return rowid
     tail = memory_id[len(MEMORY_ID_PREFIX):]
-    return int(tail) if tail.isdigit() else None
+    rowid = int(tail) if memory_id.startswith(MEMORY_ID_PREFIX) and tail.isascii() \
+        and tail.isdigit() else None
+    if len(_ROWIDS) >= _ROWIDS_MAX:
+        _ROWIDS.clear()
+    _ROWIDS[memory_id] = rowid
+    return rowid
 
 
 def require_rowid(memory_id: str) -> int:

@@ -167,3 +167,23 @@ def test_rrf_leaves_completion_out(hash_embedder):
             resp = eng.retrieve(query="apple mango plum", space_id="s", mode="fast", limit=6)
             orders.append([(r.memory_id, r.relevance_score) for r in resp.results])
     assert orders[0] == orders[1]
+
+
+@pytest.mark.parametrize("index", ["fts5", "postings"])
+def test_keyword_search_among_rows_gives_each_its_deep_list_score(hash_embedder, index):
+    """``keyword.search(among=...)`` scores exactly the rows asked for, each with the score a
+    list deep enough to hold it gives, from FTS5 and from the postings alike."""
+    from memory_core.channels import keyword
+    from memory_core.store import SqlFilter
+    from memory_core.store.ids import rowid_of
+
+    with MemoryEngine.open(":memory:", embedder=hash_embedder) as eng:
+        ids = _fill(eng)
+        query = "apple mango plum"
+        deep = {c.memory_id: c.score for c in keyword.search(
+            eng.store, "s", query, SqlFilter(), 100, index=index)}
+        among = [rowid_of(m) for m in ids[::3]]
+        got = {c.memory_id: c.score for c in keyword.search(
+            eng.store, "s", query, SqlFilter(), 1, index=index, among=among)}
+        want = {m: s for m, s in deep.items() if rowid_of(m) in set(among)}
+        assert got == pytest.approx(want) and len(got) > 3
