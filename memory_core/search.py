@@ -167,20 +167,21 @@ def completed_scores(comp: Components, request: RetrieveRequest, space_id: str,
         seen = asked.setdefault(channel.value, set())
         fresh = pooled - {c.memory_id for c in lst} - seen
         seen |= fresh
-        missing = sorted(r for m in fresh if (r := rowid_of(m)) is not None)
-        if not missing:
+        id_of = {r: m for m in fresh if (r := rowid_of(m)) is not None}  # row -> memory id
+        if not id_of:
             continue
+        missing = list(id_of)
         if channel is Channel.DENSE:
-            done.update((memory_id_of(r), score) for r, score in
-                        comp.dense.scores_of(space_id, query_vec, missing).items())
+            got = comp.dense.scores_of(space_id, query_vec, missing)
+            done.update(zip([id_of[r] for r in got], got.values(), strict=True))
             continue
         if matched is not None:  # the channel's own scores: a look-up, no second search
             rows, scores = matched  # ascending rowids (the postings' order)
             want = np.asarray(missing, dtype=np.int64)
             at = np.minimum(np.searchsorted(rows, want), max(len(rows) - 1, 0))
             hit = at[rows[at] == want] if len(rows) else at[:0]
-            done.update(zip((memory_id_of(r) for r in rows[hit].tolist()),
-                            scores[hit].tolist(), strict=True))
+            done.update(zip([id_of[r] for r in rows[hit].tolist()], scores[hit].tolist(),
+                            strict=True))
             continue
         ch = comp.spec.channels
         found = keyword.search(comp.store, space_id, request.query, flt, len(missing),

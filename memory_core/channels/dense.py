@@ -354,12 +354,12 @@ class DenseIndex:
             if index is None:
                 index = self._index_for(space_id)
             held = self._held.get(space_id, set())
-            keys = np.fromiter((r for r in rowids if r in held), dtype=np.int64)
-            if not len(keys):
+            keys = [r for r in rowids if r in held]
+            if not keys:
                 return {}
-            vectors = index.reconstruct_batch(keys)
+            vectors = index.reconstruct_batch(np.array(keys, dtype=np.int64))
         q = np.ascontiguousarray(query_vec, dtype=np.float32).reshape(-1)
-        return dict(zip(keys.tolist(), (vectors @ q).astype(float).tolist(), strict=True))
+        return dict(zip(keys, (vectors @ q).tolist(), strict=True))
 
     def _search_hnsw(self, index, q: np.ndarray, k: int, sel, share: float
                      ) -> tuple[np.ndarray, np.ndarray]:

@@ -96,7 +96,9 @@ def normalized_values(scores: Sequence[float], norm: Norm | str,
         raise ValueError(f"unknown score normalisation {norm!r}; valid: "
                          f"{', '.join(n.value for n in Norm)}") from None
     values = [float(s) for s in scores]
-    if not all(math.isfinite(v) for v in values):
+    # a finite sum has finite terms (the one check per list); a non-finite one (a nan or inf
+    # term, or finite ones summing past the float range) is looked at term by term
+    if not math.isfinite(sum(values)) and not all(math.isfinite(v) for v in values):
         bad = [ids[i] if i < len(ids) else f"#{i}" for i, v in enumerate(values)
                if not math.isfinite(v)]
         raise ValueError(f"cannot normalise non-finite scores (memories {bad[:3]})")
