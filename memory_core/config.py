@@ -221,7 +221,8 @@ class FusionSpec:
             raise ValueError(f"unknown fusion method {self.method!r}; valid: rrf, weighted")
         if self.norm not in ("minmax", "zscore"):
             raise ValueError(f"unknown fusion norm {self.norm!r}; valid: minmax, zscore")
-        if isinstance(self.complete, str) or not all(isinstance(c, str) for c in self.complete):
+        if isinstance(self.complete, str) or not isinstance(self.complete, (list, tuple)) \
+                or not all(isinstance(c, str) for c in self.complete):
             raise ValueError(f"fusion.complete must be a list of channel names, got "
                              f"{self.complete!r}")
         object.__setattr__(self, "complete", tuple(self.complete))

@@ -47,10 +47,13 @@ def load_dataset(data_cfg: Mapping[str, Any], data_dir: str | Path | None) -> Da
         info["excluded_conversations_of"] = {"data": dict(other),
                                              "questions_dropped": before - len(dataset.queries)}
     per_space = transform.get("merge_haystacks")
+    if per_space is None and "merge_seed" in transform:
+        raise DatasetError("merge_seed without merge_haystacks: nothing to group")
     if per_space is not None:
-        if isinstance(per_space, bool) or not isinstance(per_space, int) or per_space < 1:
-            raise DatasetError(f"merge_haystacks must be an integer >= 1, got {per_space!r}")
-        seed = int(transform.get("merge_seed", 0))
+        seed = transform.get("merge_seed", 0)
+        for key, value, least in (("merge_haystacks", per_space, 1), ("merge_seed", seed, 0)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise DatasetError(f"{key} must be an integer >= {least}, got {value!r}")
         dataset = merge_haystacks(dataset, per_space, seed)
         info.update(merged_haystacks=per_space, merge_seed=seed)
     return dataclasses.replace(dataset, info=info)

@@ -158,10 +158,12 @@ def search(store: Store, space_id: str, query: str, flt: SqlFilter, depth: int,
     cost (it scores every matching row of the store) outgrows theirs. Without
     ``space_df_max`` only; a query word FTS5 reads as several tokens goes to FTS5.
 
-    ``among`` (rowids already known to pass ``flt``, e.g. other channels' finds): score those
-    rows only, each with the score a list of any depth would give it (``fusion.complete``);
-    ``depth`` is then ignored and the order is by score. The postings answer without reading
-    the store; the FTS5 paths narrow their query to those rows. ``matched``, when given and
+    ``among`` (rowids the caller already knows pass ``flt``, e.g. other channels' finds of the
+    same request: a precondition, since the postings path does not check ``flt`` again):
+    score those rows only, each with the score a list of any depth would give it
+    (``fusion.complete``); ``depth`` is then ignored and the order is by score. The postings
+    answer without reading the store; the FTS5 paths narrow their query to those rows (and
+    keep ``flt``). ``matched``, when given and
     the postings answer, receives ``{space_id: (rowids, scores)}`` of every row of the space
     that holds a query word, eligible or not (what ``among`` would pick from: a caller that
     scores more rows of the same query later reads them there instead of searching again).

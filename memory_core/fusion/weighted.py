@@ -88,9 +88,10 @@ def weighted_sum(lists: Sequence[Sequence[Candidate]], weights: Mapping[str, flo
         channel = _channel_of(lst)
         w = _weight(weights, channel)
         listed = {c.memory_id for c in lst}
-        # only the pool's memories: a completed score of anything else would move the scale
-        extra = [(m, float(s)) for m, s in (completed or {}).get(channel, {}).items()
-                 if m in ranks and m not in listed]
+        # only the pool's memories (a completed score of anything else would move the scale),
+        # in memory-id order, so z-score's sums do not depend on how the map was filled
+        extra = sorted((m, float(s)) for m, s in (completed or {}).get(channel, {}).items()
+                       if m in ranks and m not in listed)
         ids = [c.memory_id for c in lst] + [m for m, _ in extra]
         normed = normalized_values([c.score for c in lst] + [v for _, v in extra], norm, ids)
         per_list.append((w, dict(zip(ids, normed, strict=True)), min(normed)))

@@ -22,26 +22,31 @@ def memory_id_of(rowid: int) -> str:
     return f"{MEMORY_ID_PREFIX}{rowid}"
 
 
-# ids read back before (a read converts each pooled candidate's id several times); bounded
+# ids read back before (a read converts each pooled candidate's id several times): only ids
+# of our shape are kept, at most _ROWIDS_MAX of them
 _ROWIDS: dict[str, int | None] = {}
 _ROWIDS_MAX = 1 << 16
+_MAX_DIGITS = 19  # SQLite's rowids are signed 64-bit integers
 
 
 def rowid_of(memory_id: str) -> int | None:
     """The row of a public memory id, or None when the id is not one of ours.
 
-    Example (digits only, ASCII ones: ``"mem_²"`` is not an id):
+    Example (ASCII digits only, at most 19 of them: ``"mem_²"`` is not an id):
         >>> rowid_of("mem_007"), rowid_of("mem_²"), rowid_of("mem_-1"), rowid_of(None)
         (7, None, None, None)
+        >>> rowid_of("mem_" + "9" * 5000) is None
+        True
     """
-    if not isinstance(memory_id, str):
+    if not isinstance(memory_id, str) or not memory_id.startswith(MEMORY_ID_PREFIX):
         return None
     rowid = _ROWIDS.get(memory_id, -1)
     if rowid != -1:
         return rowid
     tail = memory_id[len(MEMORY_ID_PREFIX):]
-    rowid = int(tail) if memory_id.startswith(MEMORY_ID_PREFIX) and tail.isascii() \
-        and tail.isdigit() else None
+    if not (tail.isascii() and tail.isdigit() and len(tail) <= _MAX_DIGITS):
+        return None
+    rowid = int(tail)
     if len(_ROWIDS) >= _ROWIDS_MAX:
         _ROWIDS.clear()
     _ROWIDS[memory_id] = rowid

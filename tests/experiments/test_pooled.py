@@ -81,6 +81,9 @@ def test_without_transform_keys_the_loader_answers_alone(toy):
     {"name": "longmemeval", "exclude_conversations_of": "s"},
     {"name": "longmemeval", "exclude_conversations_of": {"variant": "s"}},
     {"name": "synthetic", "merge_haystacks": 2},
+    {"name": "longmemeval", "merge_seed": 1},
+    {"name": "longmemeval", "merge_haystacks": 2, "merge_seed": "1"},
+    {"name": "longmemeval", "merge_haystacks": 2, "merge_seed": -1},
 ])
 def test_bad_transform_keys_are_refused(toy, block):
     with pytest.raises(DatasetError):

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from memory_core import MemoryEngine
-from memory_core.config import ChannelsSpec, EngineSpec, FusionSpec
+from memory_core.config import ChannelsSpec, EngineSpec, FusionSpec, RoutingSpec
 from memory_core.fusion import fuse
 from memory_core.fusion.weighted import weighted_sum
 from memory_core.types import Candidate, Channel
@@ -79,13 +79,20 @@ def _spec(complete=(), pool=3, index="auto"):  # complete=(): the fusion before 
                                         reply_weight=0.0))
 
 
-def _fill(eng, tagged: bool = False) -> list[str]:
+NAMES = ["Alice", "Bruno", "Chiara", "Dmitri", "Elena", "Farid", "Greta", "Hiro", "Ines",
+         "Jonas", "Keiko", "Luca", "Mira", "Nils", "Olga", "Pavel", "Quinn", "Rosa", "Sven",
+         "Tara"]
+
+
+def _fill(eng, tagged: bool = False, space: str = "s", names: bool = False) -> list[str]:
     rng = np.random.default_rng(7)
-    eng.create_space("s")
-    texts = [" ".join(rng.choice(WORDS, size=4)) + f" note {i}" for i in range(40)]
-    return eng.write_many("s", [{"content": t, **({"tags": ["odd" if i % 2 else "even"]}
-                                                  if tagged else {})}
-                                for i, t in enumerate(texts)])
+    eng.create_space(space)
+    # with names, each name is held by two memories (not a hub the graph would skip)
+    texts = [" ".join(rng.choice(WORDS, size=4)) + f" note {i}"
+             + (f" with {NAMES[i // 2]}" if names else "") for i in range(40)]
+    return eng.write_many(space, [{"content": t, **({"tags": ["odd" if i % 2 else "even"]}
+                                                    if tagged else {})}
+                                  for i, t in enumerate(texts)])
 
 
 def _lists(eng, query, **fields):
@@ -129,19 +136,76 @@ def test_engine_fuses_the_scores_a_deeper_list_would_have_shown(tmp_path, hash_e
     assert {r.memory_id for r in resp.results} == pool
 
 
-def test_completion_stays_inside_the_requests_filter(hash_embedder):
-    """Completion scores only pooled memories, and the pool of a filtered read holds only
-    what the filter lets through: a tag filter's read never returns or fuses another tag."""
-    query = "apple mango plum"
-    with MemoryEngine.open(":memory:", _spec(("dense", "keyword")),
+@pytest.mark.parametrize("index", ["fts5", "postings"])
+def test_completion_scores_only_what_the_request_may_read(hash_embedder, monkeypatch, index):
+    """Every memory completion scores, in a routed read over two spaces with a tag filter,
+    is a pooled memory of a searched space that the filter lets through (spied on the scores
+    completion hands to the fusion, both keyword paths)."""
+    import memory_core.search as search
+
+    scored: list[tuple[str, str]] = []
+    real = search.completed_scores
+
+    def spy(comp, request, space_id, *args):
+        real(comp, request, space_id, *args)
+        into = args[4]
+        scored.extend((space_id, m) for got in into.values() for m in got)
+
+    monkeypatch.setattr(search, "completed_scores", spy)
+    # routing thresholds that send the read to both spaces, whatever the calibrated defaults
+    routing = RoutingSpec(min_fit=0.0, min_confidence=0.0, extra_confidence=0.0)
+    # a deeper keyword list than dense one: the dense side has keyword finds to complete
+    spec = EngineSpec(channels=ChannelsSpec(dense_pool=2, keyword_pool=6, keyword_index=index),
+                      fusion=FusionSpec(person_weight=0.0, reply_weight=0.0), routing=routing)
+    with MemoryEngine.open(":memory:", spec, embedder=hash_embedder) as eng:
+        odd: dict[str, set[str]] = {}
+        for space in ("a", "b"):
+            ids = _fill(eng, tagged=True, space=space)
+            odd[space] = {m for i, m in enumerate(ids) if i % 2}
+        resp = eng.retrieve(query="apple mango plum", route="auto", max_targets=2,
+                            mode="fast", limit=20, tags=["odd"])
+    assert {e.space_id for e in resp.searched} == {"a", "b"}
+    searched = {space for space, _ in scored}
+    assert searched == {"a", "b"}  # both spaces were read, and completion ran in each
+    assert all(m in odd[space] for space, m in scored)
+    assert {r.memory_id for r in resp.results} <= odd["a"] | odd["b"]
+
+
+def test_graph_expansion_fuses_again_with_completed_scores(hash_embedder):
+    """With graph expansion on, the second fusion scores the graph's new finds too: the
+    engine's fused scores equal the weighted sum of the read's own lists (graph included)
+    with each pooled memory's deep-list scores, and no memory is completed twice."""
+    import memory_core.search as search
+
+    calls: list[dict[str, set[str]]] = []
+    real = search.completed_scores
+
+    def spy(comp, request, space_id, query_vec, flt, lists, read_spaces, into, asked,
+            matched=None):
+        before = {k: set(v) for k, v in asked.items()}
+        real(comp, request, space_id, query_vec, flt, lists, read_spaces, into, asked, matched)
+        calls.append({k: asked[k] - before.get(k, set()) for k in asked})
+
+    def spec(complete, pool):
+        return EngineSpec(channels=ChannelsSpec(dense_pool=pool, keyword_pool=pool,
+                                                temporal=False, graph=True, graph_seeds=3,
+                                                keyword_index="fts5"),
+                          fusion=FusionSpec(complete=complete, person_weight=0.0,
+                                            reply_weight=0.0))
+
+    query = "apple mango plum Alice"
+    with MemoryEngine.open(":memory:", spec(("dense", "keyword"), 3),
                            embedder=hash_embedder) as eng:
-        ids = _fill(eng, tagged=True)
-        odd = {m for i, m in enumerate(ids) if i % 2}
-        resp, lists = _lists(eng, query, tags=["odd"])
-        assert {r.memory_id for r in resp.results} <= odd
-        assert set(lists["fused"]) <= odd and len(lists["fused"]) > 0
-
-
+        _fill(eng, names=True)
+        search.completed_scores = spy
+        try:
+            _, done = _lists(eng, query)
+        finally:
+            search.completed_scores = real
+    assert len(calls) == 2 and done.get("graph")  # expanded, so fused (and completed) twice
+    for name in ("dense", "keyword"):  # the second round scores only what the first did not
+        assert not calls[0].get(name, set()) & calls[1].get(name, set())
+    assert calls[1].get("dense") or calls[1].get("keyword")
 def test_completion_changes_the_fused_order(hash_embedder):
     orders = {}
     for complete in ((), ("dense",)):
