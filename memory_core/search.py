@@ -127,10 +127,15 @@ def candidates_for_space(comp: Components, request: RetrieveRequest, space_id: s
                            "as_of" if graph_on and request.as_of is not None else None)
     traced = trace_rows(fused, depth)
     shown = {r.memory_id for r in traced}
+    by_memory: dict[str, dict[str, float]] = {}  # traced rows only: memory -> channel -> score
+    for name, scores in completed.items():
+        for m in shown & scores.keys():
+            by_memory.setdefault(m, {})[name] = round(scores[m], 6)
     rows = CandidateLists(frozen_map({lst[0].channel.value: trace_rows(lst, depth)
                                       for lst in lists if lst}), traced,
                           frozen_map({m: frozen_map({k: round(v, 6) for k, v in t.items()})
-                                      for m, t in terms.items() if m in shown}))
+                                      for m, t in terms.items() if m in shown}),
+                          frozen_map({m: frozen_map(v) for m, v in by_memory.items()}))
     if channel_lists is not None:
         channel_lists.extend(lists)
     if channel_completed is not None:

@@ -53,6 +53,8 @@ class Trace:
     candidates: Mapping[str, CandidateLists] = field(default_factory=lambda: frozen_map(None))
     # space -> memory id -> {boost term: what it added to that traced fused row}
     boosts: Mapping[str, Mapping[str, Any]] = field(default_factory=lambda: frozen_map(None))
+    # space -> memory id -> {channel: the score completion gave that traced fused row}
+    completed: Mapping[str, Mapping[str, Any]] = field(default_factory=lambda: frozen_map(None))
     failed_spaces: Mapping[str, str] = field(default_factory=lambda: frozen_map(None))
     tier: Tier | None = None
     escalation: EscalationTrace | None = None
@@ -107,6 +109,8 @@ class Trace:
             candidates=per_space(get("candidates"), CandidateLists),
             boosts=frozen({s: frozen({m: frozen(t) for m, t in v.items()})
                            for s, v in (get("boosts") or {}).items()}),
+            completed=frozen({s: frozen({m: frozen(t) for m, t in v.items()})
+                              for s, v in (get("completed") or {}).items()}),
             failed_spaces=frozen(get("failed_spaces")),
             tier=None if get("tier") is None else Tier(b["tier"]),
             escalation=None if get("escalation") is None
@@ -129,4 +133,4 @@ class Trace:
 
 _FIELDS = tuple(Trace.__dataclass_fields__)
 _PER_SPACE = ("channels", "candidates")
-_MAPS = ("filters", "channels", "candidates", "boosts", "failed_spaces")
+_MAPS = ("filters", "channels", "candidates", "boosts", "completed", "failed_spaces")

@@ -87,11 +87,16 @@ class CandidateLists:
     fused list's (``trace.depth`` rows each). ``boosts`` carries, for the traced fused rows a
     conversation boost lifted, what each term added (memory id -> {``session`` / ``speaker``
     / ``person`` / ``reply``: amount}; :mod:`memory_core.fusion.boost`) to the trace's own
-    ``boosts`` stage; it is not part of this record's wire form, whose keys are list names."""
+    ``boosts`` stage, and ``completed``, for the traced fused rows score completion scored,
+    the score each channel that had not listed the row gave it (memory id -> {``dense`` /
+    ``keyword``: score}; ``fusion.complete``) to the ``completed`` stage; neither is part of
+    this record's wire form, whose keys are list names."""
 
     lists: Mapping[str, tuple[TraceRow, ...]] = field(default_factory=lambda: frozen_map(None))
     fused: tuple[TraceRow, ...] | None = None
     boosts: Mapping[str, Mapping[str, float]] = field(default_factory=lambda: frozen_map(None))
+    completed: Mapping[str, Mapping[str, float]] = field(
+        default_factory=lambda: frozen_map(None))
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {k: _row_lists(v) for k, v in self.lists.items()}

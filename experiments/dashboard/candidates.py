@@ -239,6 +239,9 @@ def candidate_table(receipt: Receipt, memories: Mapping[str, Memory] | None = No
     # what each conversation boost added to a traced fused row (memory_core/fusion/boost.py)
     lifted = {(space, m): t for space, by_memory in receipt.trace.boosts.items()
               for m, t in by_memory.items()}
+    # what score completion gave a traced fused row a channel had not listed (fusion.complete)
+    filled = {(space, m): t for space, by_memory in receipt.trace.completed.items()
+              for m, t in by_memory.items()}
     beyond_trace = sum(1 for key in rows if key not in trace and (None, key[1]) not in trace)
     spaces_traced = {s for s, _ in trace}
     for (space, memory_id), lists in trace.items():
@@ -250,6 +253,8 @@ def candidate_table(receipt: Receipt, memories: Mapping[str, Memory] | None = No
             row = rows[(space, memory_id)]
         if (space, memory_id) in lifted:
             row["boosts"] = boost_text(lifted[(space, memory_id)])
+        if (space, memory_id) in filled:
+            row["completed"] = completed_text(filled[(space, memory_id)])
         for name, (score, rank) in lists.items():
             if name == "fused":
                 row["fused_rank"], row["fused_score"] = rank, score
@@ -291,7 +296,7 @@ def candidate_table(receipt: Receipt, memories: Mapping[str, Memory] | None = No
             row["space_id"] = m.space_id
 
     frame = _frame(list(rows.values()), channels, feature_names, gold_set is not None,
-                   learned or scale is not ScoreScale.POSITION, bool(lifted))
+                   learned or scale is not ScoreScale.POSITION, bool(lifted), bool(filled))
     scales: dict[str, ScoreScale] = {f"{c}_score": ScoreScale.CHANNEL for c in channels}
     scales["fused_score"] = ScoreScale.FUSED
     if "rerank_score" in frame.columns:
@@ -332,8 +337,20 @@ def boost_text(terms: Mapping[str, float]) -> str:
     return ", ".join(f"{k} {v:+.2f}" for k, v in sorted(terms.items(), key=lambda kv: -kv[1]))
 
 
+def completed_text(scores: Mapping[str, float]) -> str:
+    """The scores completion gave a fused row in the channels that had not listed it (raw
+    channel scores: a cosine, a BM25), by channel name.
+
+    Example:
+        >>> completed_text({"keyword": 3.2, "dense": 0.41})
+        'dense 0.410, keyword 3.200'
+    """
+    return ", ".join(f"{k} {v:.3f}" for k, v in sorted(scores.items()))
+
+
 def _frame(rows: list[dict[str, Any]], channels: Sequence[str], features: Sequence[str],
-           with_gold: bool, with_rerank: Any, with_boosts: bool = False) -> pl.DataFrame:
+           with_gold: bool, with_rerank: Any, with_boosts: bool = False,
+           with_completed: bool = False) -> pl.DataFrame:
     schema: dict[str, Any] = {"memory_id": pl.String, "content": pl.String}
     if with_gold:
         schema["gold"] = pl.Boolean
@@ -343,6 +360,8 @@ def _frame(rows: list[dict[str, Any]], channels: Sequence[str], features: Sequen
     schema.update({"fused_rank": pl.Int64, "fused_score": pl.Float64})
     if with_boosts:
         schema["boosts"] = pl.String
+    if with_completed:
+        schema["completed"] = pl.String
     if with_rerank:
         schema.update({"rerank_rank": pl.Int64, "rerank_score": pl.Float64})
     schema.update({f"f_{n}": pl.Float64 for n in features})

@@ -189,3 +189,22 @@ def test_boosted_rows_say_what_lifted_them():
         "mem_9": None, "mem_2": "reply +0.40", "mem_1": None, "mem_3": None,
         "mem_4": "person +0.50, reply +0.25", "mem_5": None}
     assert "boosts" not in candidate_table(FAST, MEMORIES).frame.columns
+
+
+def test_completed_rows_say_what_completion_scored():
+    """A receipt whose trace records completed scores gets a ``completed`` column after the
+    fused score: the raw score each channel that had not listed the row gave it."""
+    from memory_core.trace import Trace
+
+    stages = {"candidates": {"s": dict(FAST.stages["candidates"]["s"])},
+              "completed": {"s": {"mem_2": {"dense": 0.4125},
+                                  "mem_4": {"keyword": 3.5, "dense": 0.25}}}}
+    filled = Receipt(FAST.receipt_id, FAST.created_at, FAST.request, FAST.kept, FAST.dropped,
+                     None, frozen_map(stages))
+    assert Trace.from_dict(stages).to_dict()["completed"] == stages["completed"]  # round-trips
+    f = candidate_table(filled, MEMORIES).frame
+    assert f.columns.index("completed") == f.columns.index("fused_score") + 1
+    assert dict(zip(f["memory_id"], f["completed"], strict=True)) == {
+        "mem_9": None, "mem_2": "dense 0.412", "mem_1": None, "mem_3": None,
+        "mem_4": "dense 0.250, keyword 3.500", "mem_5": None}
+    assert "completed" not in candidate_table(FAST, MEMORIES).frame.columns

@@ -134,6 +134,16 @@ def test_engine_fuses_the_scores_a_deeper_list_would_have_shown(tmp_path, hash_e
     got = {m: s for m, (s, _) in done["fused"].items()}
     assert got == pytest.approx(expected, abs=1e-4)  # the trace rounds to 6 places
     assert {r.memory_id for r in resp.results} == pool
+    # the receipt says what completion gave each traced row, and it reads back when persisted
+    with MemoryEngine.open(path, _spec(channels, index=index), embedder=hash_embedder) as eng:
+        resp = eng.retrieve(query=query, space_id="s", mode="fast", limit=50, receipt=True)
+        said = eng.get_receipt(resp.receipt_id).trace.completed["s"]
+    assert {(m, name) for m, t in said.items() for name in t} == \
+        {(m, name) for name in channels for m in pool
+         if m in deep[name] and m not in done[name]}
+    for m, t in said.items():
+        for name, score in t.items():
+            assert score == pytest.approx(deep[name][m][0], abs=1e-5)
 
 
 @pytest.mark.parametrize("index", ["fts5", "postings"])
