@@ -173,38 +173,32 @@ def test_scale_target_and_tags_helpers():
     assert compact_tags([]) == ""
 
 
-def test_boosted_rows_say_what_lifted_them():
-    """A receipt whose trace records conversation boosts gets a ``boosts`` column beside the
-    fused score; a receipt without them has no such column."""
+def _with_stage(name, by_memory):
+    """The fast receipt's candidate table with one more trace stage of space ``s``
+    (``name``: memory id -> {term or channel: value}); the stage round-trips through the
+    trace's wire form."""
     from memory_core.trace import Trace
 
-    stages = {"candidates": {"s": dict(FAST.stages["candidates"]["s"])},
-              "boosts": {"s": {"mem_2": {"reply": 0.4}, "mem_4": {"person": 0.5, "reply": 0.25}}}}
-    lifted = Receipt(FAST.receipt_id, FAST.created_at, FAST.request, FAST.kept, FAST.dropped,
-                     None, frozen_map(stages))
-    assert Trace.from_dict(stages).to_dict()["boosts"] == stages["boosts"]  # round-trips
-    f = candidate_table(lifted, MEMORIES).frame
-    assert f.columns.index("boosts") == f.columns.index("fused_score") + 1
-    assert dict(zip(f["memory_id"], f["boosts"], strict=True)) == {
-        "mem_9": None, "mem_2": "reply +0.40", "mem_1": None, "mem_3": None,
-        "mem_4": "person +0.50, reply +0.25", "mem_5": None}
-    assert "boosts" not in candidate_table(FAST, MEMORIES).frame.columns
+    stages = {"candidates": {"s": dict(FAST.stages["candidates"]["s"])}, name: {"s": by_memory}}
+    assert Trace.from_dict(stages).to_dict()[name] == stages[name]
+    receipt = Receipt(FAST.receipt_id, FAST.created_at, FAST.request, FAST.kept, FAST.dropped,
+                      None, frozen_map(stages))
+    return candidate_table(receipt, MEMORIES).frame
 
 
-def test_completed_rows_say_what_completion_scored():
-    """A receipt whose trace records completed scores gets a ``completed`` column after the
-    fused score: the raw score each channel that had not listed the row gave it."""
-    from memory_core.trace import Trace
-
-    stages = {"candidates": {"s": dict(FAST.stages["candidates"]["s"])},
-              "completed": {"s": {"mem_2": {"dense": 0.4125},
-                                  "mem_4": {"keyword": 3.5, "dense": 0.25}}}}
-    filled = Receipt(FAST.receipt_id, FAST.created_at, FAST.request, FAST.kept, FAST.dropped,
-                     None, frozen_map(stages))
-    assert Trace.from_dict(stages).to_dict()["completed"] == stages["completed"]  # round-trips
-    f = candidate_table(filled, MEMORIES).frame
-    assert f.columns.index("completed") == f.columns.index("fused_score") + 1
-    assert dict(zip(f["memory_id"], f["completed"], strict=True)) == {
-        "mem_9": None, "mem_2": "dense 0.412", "mem_1": None, "mem_3": None,
-        "mem_4": "dense 0.250, keyword 3.500", "mem_5": None}
-    assert "completed" not in candidate_table(FAST, MEMORIES).frame.columns
+@pytest.mark.parametrize(("name", "stage", "shown"), [
+    # conversation boosts: what each term added to a lifted row
+    ("boosts", {"mem_2": {"reply": 0.4}, "mem_4": {"person": 0.5, "reply": 0.25}},
+     {"mem_2": "reply +0.40", "mem_4": "person +0.50, reply +0.25"}),
+    # score completion: the raw score each channel that had not listed the row gave it
+    ("completed", {"mem_2": {"dense": 0.4125}, "mem_4": {"keyword": 3.5, "dense": 0.25}},
+     {"mem_2": "dense 0.412", "mem_4": "dense 0.250, keyword 3.500"}),
+])
+def test_rows_a_trace_stage_names_get_its_column(name, stage, shown):
+    """A receipt whose trace records boosts (or completed scores) gets a column of that name
+    right after the fused score; a receipt without them has no such column."""
+    f = _with_stage(name, stage)
+    assert f.columns.index(name) == f.columns.index("fused_score") + 1
+    assert dict(zip(f["memory_id"], f[name], strict=True)) == {
+        "mem_9": None, "mem_1": None, "mem_3": None, "mem_5": None, **shown}
+    assert name not in candidate_table(FAST, MEMORIES).frame.columns
