@@ -144,3 +144,70 @@ def test_reads_inside_a_write_transaction_keep_nothing(tmp_path, hash_embedder):
         assert "_entity_keys" in vars(store)
     finally:
         eng.close()
+
+
+
+def _count_stamp_reads(store) -> list[str]:
+    reads: list[str] = []
+    store._conn.set_trace_callback(lambda sql: reads.append(sql) if "MAX(rowid)" in sql
+                                   else None)
+    return reads
+
+
+def test_a_pinned_stamp_is_read_once_by_its_thread_and_a_snapshot_reads_its_own(
+        tmp_path, hash_embedder):
+    """``pinned_stamp``: this thread's stamp is read once; another thread reads the file; a
+    ``read_snapshot`` inside reads the state it sees (a write of another connection since the
+    pin), and the pin holds again after it; outside the pin every call reads."""
+    import threading
+
+    path = tmp_path / "store"
+    eng = MemoryEngine.open(path, embedder=hash_embedder)
+    store = eng.store
+    try:
+        eng.create_space("s")
+        eng.write_many("s", [{"content": "the garden hose"}])
+        before = store.store_stamp()
+        reads = _count_stamp_reads(store)
+        with store.pinned_stamp():
+            assert store.store_stamp() == before
+            other = MemoryEngine.open(path, embedder=hash_embedder)
+            try:
+                other.write_many("s", [{"content": "written elsewhere"}])
+            finally:
+                other.close()
+            with store.pinned_stamp():  # nested: the outer pin
+                assert [store.store_stamp() for _ in range(3)] == [before] * 3
+            assert len(reads) == 1
+            seen: list[int] = []
+            t = threading.Thread(target=lambda: seen.append(store.store_stamp()))
+            t.start()
+            t.join(timeout=10)
+            assert seen == [before + 1] and len(reads) == 2
+            with store.read_snapshot():
+                assert [store.store_stamp() for _ in range(2)] == [before + 1] * 2
+            assert len(reads) == 3
+            assert store.store_stamp() == before  # the pin's again, not read
+            assert len(reads) == 3
+        assert [store.store_stamp() for _ in range(2)] == [before + 1] * 2
+        assert len(reads) == 5
+    finally:
+        store._conn.set_trace_callback(None)
+        eng.close()
+
+
+def test_a_retrieve_reads_the_stamp_once(tmp_path, hash_embedder):
+    """The pipeline pins the stamp: however many cached reads a retrieve makes, the store's
+    newest row is read once (it was read at each of them)."""
+    eng = MemoryEngine.open(tmp_path / "store", embedder=hash_embedder)
+    try:
+        eng.create_space("s")
+        eng.write_many("s", [{"content": f"turn {i} about the garden hose and a puppy"}
+                             for i in range(30)])
+        eng.retrieve(query="garden hose", space_id="s", mode="fast")
+        reads = _count_stamp_reads(eng.store)
+        eng.retrieve(query="the puppy and the hose", space_id="s", mode="fast")
+        assert len(reads) == 1
+    finally:
+        eng.store._conn.set_trace_callback(None)
+        eng.close()
