@@ -33,6 +33,8 @@ A question whose dense list filled its pool (the space may hold more) is an erro
 pool. The base leaves out the run's boosts, temporal and graph lists, so its figures sit under
 the engine's; the study's answer is each variant's paired difference from the base (clustered
 by conversation, :func:`experiments.stats.paired_test`, Holm-adjusted over the rows shown).
+``--crossfit FOLDS`` adds the variant chosen off the conversations it is scored on
+(:func:`crossfit`), for a signal no other data set can choose.
 The question is embedded as the run's engine embeds it (its embedding cache). Gold is scored
 by key (``ingest.json``), without the runner's credit for near-duplicates, alike for every
 variant.
@@ -208,11 +210,46 @@ def load_questions(run: str | Path, view: str | None, kinds: Sequence[str] | Non
     return out, engine
 
 
+def crossfit(per: Mapping[str, Mapping[str, Mapping[str, float]]],
+             clusters: Mapping[str, str], choose: str, folds: int, seed: int
+             ) -> tuple[list[str], dict[str, dict[str, float]]]:
+    """Each variant chosen off the questions it is scored on: the conversations dealt into
+    ``folds`` (seeded), each fold scored by the variant (base included) with the best mean
+    ``choose`` on the other folds. (chosen variant per fold, metric -> question -> value).
+
+    Example (``v`` wins on both conversations, so each fold picks it):
+        >>> per = {"base": {"m": {"q1": 0.0, "q2": 0.0}}, "v": {"m": {"q1": 1.0, "q2": 1.0}}}
+        >>> crossfit(per, {"q1": "a", "q2": "b"}, "m", 2, 0)
+        (['v', 'v'], {'m': {'q1': 1.0, 'q2': 1.0}})
+    """
+    import random
+
+    convs = sorted(set(clusters.values()))
+    if not 2 <= folds <= len(convs):
+        raise StudyError(f"crossfit needs 2 to {len(convs)} folds (conversations), got {folds}")
+    random.Random(seed).shuffle(convs)
+    fold_of = {c: i % folds for i, c in enumerate(convs)}
+    chosen: list[str] = []
+    out: dict[str, dict[str, float]] = {m: {} for m in next(iter(per.values()))}
+    for k in range(folds):
+        train = [q for q, c in clusters.items() if fold_of[c] != k]
+        best = max(per, key=lambda v: sum(per[v][choose][q] for q in train))  # ties: first
+        chosen.append(best)
+        for metric, values in per[best].items():
+            out[metric].update({q: v for q, v in values.items() if fold_of[clusters[q]] == k})
+    return chosen, out
+
+
 def study(run: str | Path, variants: Sequence[str] = DEFAULT_VARIANTS,
           view: str | None = None, kinds: Sequence[str] | None = None,
-          n_resamples: int = 10_000, seed: int = 0) -> dict[str, Any]:
+          n_resamples: int = 10_000, seed: int = 0, crossfit_folds: int = 0,
+          crossfit_seeds: int = 3, choose: str = "pool_recall@50") -> dict[str, Any]:
     """Per variant (base first): the mean of each metric and, against the base, the paired
-    difference with its p-value (Holm-adjusted over every variant x metric)."""
+    difference with its p-value (Holm-adjusted over every variant x metric). With
+    ``crossfit_folds``, also the cross-fitted variant (:func:`crossfit`, chosen by ``choose``)
+    for each of ``crossfit_seeds`` deals, against the base."""
+    if choose not in METRICS:
+        raise StudyError(f"choose must be one of {', '.join(METRICS)}, got {choose!r}")
     weights = {"base": {}} | {v: parse_variant(v) for v in variants}
     questions, engine = load_questions(run, view, kinds)
     ingest = rundir.load_ingest(run) or {}
@@ -248,6 +285,14 @@ def study(run: str | Path, variants: Sequence[str] = DEFAULT_VARIANTS,
                 res = paired_test(a, b, clusters, n_resamples=n_resamples, seed=seed)
                 row.update(delta=res.delta, p=res.p_value, wins=res.wins, losses=res.losses)
             rows.append(row)
+    for deal in range(crossfit_seeds if crossfit_folds else 0):
+        chosen, fitted = crossfit(per, clusters, choose, crossfit_folds, deal)
+        for metric in METRICS:
+            res = paired_test(fitted[metric], per["base"][metric], clusters,
+                              n_resamples=n_resamples, seed=seed)
+            rows.append({"variant": f"crossfit seed {deal}: {' / '.join(chosen)}",
+                         "metric": metric, "n": res.n, "mean": res.mean_a, "delta": res.delta,
+                         "p": res.p_value, "wins": res.wins, "losses": res.losses})
     tested = [r for r in rows if "p" in r]
     for r, p in zip(tested, holm([r["p"] for r in tested]), strict=True):
         r["p_holm"] = p
@@ -282,11 +327,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--kinds", default=None,
                         help="comma-separated kinds / LoCoMo categories to keep (default all)")
     parser.add_argument("--resamples", type=int, default=10_000)
+    parser.add_argument("--crossfit", type=int, default=0, metavar="FOLDS",
+                        help="also each variant chosen off the conversations it is scored on "
+                             "(FOLDS folds of conversations, by --choose)")
+    parser.add_argument("--crossfit-seeds", type=int, default=3)
+    parser.add_argument("--choose", default="pool_recall@50", choices=METRICS)
     parser.add_argument("--json", type=Path, default=None, help="also write the result here")
     args = parser.parse_args(argv)
     try:
         result = study(args.run, args.variants, args.view,
-                       args.kinds.split(",") if args.kinds else None, args.resamples)
+                       args.kinds.split(",") if args.kinds else None, args.resamples,
+                       crossfit_folds=args.crossfit, crossfit_seeds=args.crossfit_seeds,
+                       choose=args.choose)
     except (StudyError, FileNotFoundError) as exc:
         print(f"pool_study: {exc}", file=sys.stderr)
         return 2

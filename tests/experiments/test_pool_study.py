@@ -10,8 +10,8 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 from experiments import rundir
-from experiments.pool_study import (StudyError, context_vectors, load_questions, parse_variant,
-                                    ranking, study)
+from experiments.pool_study import (StudyError, context_vectors, crossfit, load_questions,
+                                    parse_variant, ranking, study)
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
 DEEP = ["data=synthetic_tiny", "progress=false", "eval.modes=[fast]", "eval.n_resamples=100",
@@ -55,6 +55,9 @@ def test_the_base_is_the_engines_fused_order(deep_run):
     assert 0 < base["recall@10"] <= base["pool_recall@50"] <= 1
     tested = [r for r in result["rows"] if r["variant"] == "session=0.5"]
     assert len(tested) == 3 and all(0 < r["p"] <= 1 and r["p_holm"] >= r["p"] for r in tested)
+    fitted = study(deep_run, ["session=0.5"], "with_observations", n_resamples=200,
+                   crossfit_folds=2, crossfit_seeds=2)
+    assert len([r for r in fitted["rows"] if r["variant"].startswith("crossfit")]) == 6
 
 
 def test_a_run_whose_lists_stop_short_of_the_space_is_refused(tmp_path):
@@ -75,6 +78,19 @@ def test_signals_add_their_weighted_min_max():
     assert ranking(["a", "b", "c"], dense, {}, extra) == ["b", "a", "c"]
     assert ranking(["a", "b", "c"], dense, {}, {"session": (0.0, [0.0, 0.5, 1.0])}) == \
         ["a", "b", "c"]
+
+
+def test_crossfit_scores_each_fold_by_the_variant_the_other_folds_chose():
+    # v1 is best on conversation a, v2 on b: a's questions get v2, b's get v1
+    clusters = {"qa": "a", "qb": "b"}
+    per = {"base": {"m": {"qa": 0.0, "qb": 0.0}},
+           "v1": {"m": {"qa": 1.0, "qb": 0.2}},
+           "v2": {"m": {"qa": 0.3, "qb": 0.9}}}
+    chosen, fitted = crossfit(per, clusters, "m", 2, seed=0)
+    assert fitted["m"] == {"qa": 0.3, "qb": 0.2}
+    assert sorted(chosen) == ["v1", "v2"]
+    with pytest.raises(StudyError, match="folds"):
+        crossfit(per, clusters, "m", 3, seed=0)
 
 
 def test_context_vectors_stay_within_a_session_and_follow_row_order():
