@@ -119,18 +119,7 @@ def run(comp: Components, request: RetrieveRequest, space_ids: Sequence[str], *,
     Escalation (``escalate.enabled``; :mod:`memory_core.escalation`) runs a second, rewritten
     and widened search when the first is thin or unconfident; the trace's ``tier`` says which
     tier answered.
-
-    The reads run inside the store's :meth:`~memory_core.store.Store.pinned_stamp`: the store's
-    read caches check the store's newest row once a retrieve, not at every cached read.
     """
-    with comp.store.pinned_stamp():
-        return _run(comp, request, space_ids, isolate_failures=isolate_failures,
-                    subjects=subjects)
-
-
-def _run(comp: Components, request: RetrieveRequest, space_ids: Sequence[str], *,
-         isolate_failures: bool, subjects: Sequence[str] | None) -> PipelineOutput:
-    """:func:`run`, its store stamp pinned."""
     t0 = time.perf_counter()
     if subjects is None:
         subjects = split_subjects(request.query) if request.expand_query else ()

@@ -84,9 +84,10 @@ _SNAPSHOT_TRIES = 3  # refreshes tried before writes landing meanwhile hand a se
 
 def fts5_idf(rows: float, df: float) -> float:
     """BM25's IDF as FTS5 computes it: ``ln((N - n + 0.5) / (n + 0.5))``, and 1e-6 where that
-    is not positive (a word in at least half of the rows)."""
-    idf = math.log((rows - df + 0.5) / (df + 0.5))
-    return idf if idf > 0.0 else 1e-6
+    is not positive (a word in at least half of the rows; also where counts read apart
+    disagree, ``df > rows``, instead of a math domain error)."""
+    ratio = (rows - df + 0.5) / (df + 0.5)
+    return math.log(ratio) if ratio > 1.0 else 1e-6
 
 
 def smoothed_idf(space_rows: float, space_df: float, store_rows: float, store_df: float,
@@ -115,10 +116,11 @@ def space_idf_scores(store: Store, space_id: str, words: list[str], flt: SqlFilt
     """
     phrases = [f'"{w}"' for w in words]
     k = len(phrases)
-    own_rows, own_space, ctx_rows, ctx_space = store.fulltext_sizes(
-        sorted({space_id, *stats_spaces}))
-    hits, store_df = store.keyword_term_hits(space_id, phrases, flt, context_weight > 0.0,
-                                             stats_spaces)
+    with store.read_snapshot():  # the sizes and the counts of one state of the store
+        own_rows, own_space, ctx_rows, ctx_space = store.fulltext_sizes(
+            sorted({space_id, *stats_spaces}))
+        hits, store_df = store.keyword_term_hits(space_id, phrases, flt, context_weight > 0.0,
+                                                 stats_spaces)
     space_df = Counter(t for t, *_ in hits)
     factor: dict[int, float] = {}
     for t in space_df:

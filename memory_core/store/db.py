@@ -29,9 +29,9 @@ class Database:
         self.path = str(path)
         self._lock = threading.RLock()
         self._writing = False  # inside transaction(): read caches keep nothing
-        # per thread: the store stamp pinned by pinned_stamp() / read_snapshot() (.value: None
-        # not pinned, -1 pinned but not read yet, else the stamp)
-        self._pinned = threading.local()
+        # per thread, inside read_snapshot(): the store stamp (.value: None outside a snapshot,
+        # -1 not read yet, else the stamp)
+        self._snapshot_stamp = threading.local()
         try:
             self._conn = sqlite3.connect(self.path, check_same_thread=False,
                                          isolation_level=None)
@@ -98,32 +98,15 @@ class Database:
                 yield
                 return
             self._conn.execute("BEGIN")
-            outer = getattr(self._pinned, "value", None)
-            self._pinned.value = -1  # the snapshot's own stamp, whatever a pin outside read
+            self._snapshot_stamp.value = -1  # the stamp, read once inside (store_stamp)
             try:
                 yield
             except BaseException:
                 self._conn.execute("ROLLBACK")
                 raise
             finally:
-                self._pinned.value = outer
+                self._snapshot_stamp.value = None
             self._conn.execute("COMMIT")
-
-    @contextmanager
-    def pinned_stamp(self) -> Iterator[None]:
-        """Inside, this thread's :meth:`store_stamp` is read from the file once (a retrieve
-        asks for it at every cached read). No lock is held and no snapshot taken: rows other
-        connections commit meanwhile are still seen by the reads that are not cached, as
-        without the pin; the read caches answer for the store as it stood at the first
-        stamp. A :meth:`read_snapshot` inside reads its own. Nested pins share the outer one."""
-        if getattr(self._pinned, "value", None) is not None:
-            yield
-            return
-        self._pinned.value = -1
-        try:
-            yield
-        finally:
-            self._pinned.value = None
 
     def store_stamp(self) -> int:
         """The store's newest memory row. Memories are only ever added (never changed or
@@ -133,15 +116,16 @@ class Database:
         receipts and meta values do not move it). One read of the row index's last entry,
         whatever the store's size. The store's read caches are kept by it.
 
-        Read once per :meth:`pinned_stamp` or :meth:`read_snapshot` of the calling thread
-        (never inside this store's write transaction, whose rows are not committed)."""
-        pinned = getattr(self._pinned, "value", None)
-        if pinned is None or self._writing:
+        Inside a :meth:`read_snapshot` of the calling thread it is read once: the snapshot's
+        state cannot move (its thread holds the lock, so no write of this connection starts,
+        and other connections' commits stay outside its read transaction)."""
+        held = getattr(self._snapshot_stamp, "value", None)
+        if held is None or self._writing:
             return int(self._query("SELECT COALESCE(MAX(rowid), 0) FROM memories")[0][0])
-        if pinned < 0:
-            pinned = self._pinned.value = int(
+        if held < 0:
+            held = self._snapshot_stamp.value = int(
                 self._query("SELECT COALESCE(MAX(rowid), 0) FROM memories")[0][0])
-        return pinned
+        return held
 
     def _stamped_cache(self, name: str, most: int) -> dict[Any, Any]:
         """The read cache ``name`` for the store as it stands: a dict kept while the store's

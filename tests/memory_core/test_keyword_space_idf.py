@@ -67,6 +67,8 @@ def two_spaces(hash_embedder):
 def test_fts5_idf_matches_the_formula():
     assert keyword.fts5_idf(100, 9) == pytest.approx(math.log(91.5 / 9.5))
     assert keyword.fts5_idf(10, 5) == 1e-6 and keyword.fts5_idf(10, 9) == 1e-6
+    # counts read apart may disagree (more holders than rows): the floor, not a math error
+    assert keyword.fts5_idf(1, 4) == 1e-6
 
 
 @pytest.mark.parametrize("weight", [0.0, 0.4])
@@ -187,3 +189,34 @@ def test_words_half_the_store_holds_are_left_out_of_fts5s_match(one_space):
     full = store.keyword_search("c", '"caroline" OR "puppy"', SqlFilter(), 20)
     pruned = keyword.search(store, "c", "Caroline puppy", SqlFilter(), 20)
     assert [c.memory_id for c in pruned] == [f"mem_{r}" for r, _ in full[:2]]
+
+
+def test_space_idf_reads_sizes_and_counts_in_one_state(tmp_path, hash_embedder):
+    """Another connection commits matching rows between the sizes and the word counts: both
+    are read in one snapshot, so the counts never exceed the rows they are counted in, and
+    the scores are those of the store before that write."""
+    path = tmp_path / "store"
+    eng = MemoryEngine.open(path, embedder=hash_embedder)
+    try:
+        eng.create_space("c")
+        eng.write_many("c", [{"content": "the garden hose"}, {"content": "a puppy"}])
+        before = keyword.space_idf_scores(eng.store, "c", ["garden"], SqlFilter(), 10, 0.0)
+        sizes = eng.store.fulltext_sizes
+
+        def sizes_then_a_write(spaces):
+            out = sizes(spaces)
+            other = MemoryEngine.open(path, embedder=hash_embedder)
+            try:
+                other.write_many("c", [{"content": f"garden bed {i}"} for i in range(5)])
+            finally:
+                other.close()
+            return out
+
+        eng.store.fulltext_sizes = sizes_then_a_write  # type: ignore[method-assign]
+        during = keyword.space_idf_scores(eng.store, "c", ["garden"], SqlFilter(), 10, 0.0)
+        del eng.store.fulltext_sizes
+        assert during == before
+        after = keyword.space_idf_scores(eng.store, "c", ["garden"], SqlFilter(), 10, 0.0)
+        assert len(after) == 6
+    finally:
+        eng.close()

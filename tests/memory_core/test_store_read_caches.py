@@ -147,18 +147,15 @@ def test_reads_inside_a_write_transaction_keep_nothing(tmp_path, hash_embedder):
 
 
 
-def _count_stamp_reads(store) -> list[str]:
-    reads: list[str] = []
-    store._conn.set_trace_callback(lambda sql: reads.append(sql) if "MAX(rowid)" in sql
-                                   else None)
-    return reads
+
+STAMP_SQL = "SELECT COALESCE(MAX(rowid), 0) FROM memories"
 
 
-def test_a_pinned_stamp_is_read_once_by_its_thread_and_a_snapshot_reads_its_own(
-        tmp_path, hash_embedder):
-    """``pinned_stamp``: this thread's stamp is read once; another thread reads the file; a
-    ``read_snapshot`` inside reads the state it sees (a write of another connection since the
-    pin), and the pin holds again after it; outside the pin every call reads."""
+def test_a_snapshot_reads_the_stamp_once_and_only_for_its_thread(tmp_path, hash_embedder):
+    """Inside ``read_snapshot`` the stamp is read from the file once (the state cannot move
+    under the reading thread); another connection's write shows after the snapshot; another
+    thread waits for the snapshot's lock and then reads the file itself; an exception inside
+    ends the snapshot's stamp too."""
     import threading
 
     path = tmp_path / "store"
@@ -168,46 +165,32 @@ def test_a_pinned_stamp_is_read_once_by_its_thread_and_a_snapshot_reads_its_own(
         eng.create_space("s")
         eng.write_many("s", [{"content": "the garden hose"}])
         before = store.store_stamp()
-        reads = _count_stamp_reads(store)
-        with store.pinned_stamp():
+        reads: list[str] = []
+        store._conn.set_trace_callback(lambda sql: reads.append(sql) if sql == STAMP_SQL
+                                       else None)
+        seen: list[int] = []
+        with store.read_snapshot():
             assert store.store_stamp() == before
             other = MemoryEngine.open(path, embedder=hash_embedder)
             try:
                 other.write_many("s", [{"content": "written elsewhere"}])
             finally:
                 other.close()
-            with store.pinned_stamp():  # nested: the outer pin
-                assert [store.store_stamp() for _ in range(3)] == [before] * 3
+            assert [store.store_stamp() for _ in range(3)] == [before] * 3
             assert len(reads) == 1
-            seen: list[int] = []
             t = threading.Thread(target=lambda: seen.append(store.store_stamp()))
             t.start()
-            t.join(timeout=10)
-            assert seen == [before + 1] and len(reads) == 2
-            with store.read_snapshot():
-                assert [store.store_stamp() for _ in range(2)] == [before + 1] * 2
-            assert len(reads) == 3
-            assert store.store_stamp() == before  # the pin's again, not read
-            assert len(reads) == 3
+            t.join(timeout=0.2)
+            assert t.is_alive()  # blocked on the snapshot's lock, not answered from it
+        t.join(timeout=10)
+        assert seen == [before + 1] and len(reads) == 2
         assert [store.store_stamp() for _ in range(2)] == [before + 1] * 2
-        assert len(reads) == 5
+        assert len(reads) == 4
+        with pytest.raises(RuntimeError), store.read_snapshot():
+            assert store.store_stamp() == before + 1
+            raise RuntimeError("inside")
+        store.store_stamp()
+        assert len(reads) == 6  # read inside, then read again outside
     finally:
         store._conn.set_trace_callback(None)
-        eng.close()
-
-
-def test_a_retrieve_reads_the_stamp_once(tmp_path, hash_embedder):
-    """The pipeline pins the stamp: however many cached reads a retrieve makes, the store's
-    newest row is read once (it was read at each of them)."""
-    eng = MemoryEngine.open(tmp_path / "store", embedder=hash_embedder)
-    try:
-        eng.create_space("s")
-        eng.write_many("s", [{"content": f"turn {i} about the garden hose and a puppy"}
-                             for i in range(30)])
-        eng.retrieve(query="garden hose", space_id="s", mode="fast")
-        reads = _count_stamp_reads(eng.store)
-        eng.retrieve(query="the puppy and the hose", space_id="s", mode="fast")
-        assert len(reads) == 1
-    finally:
-        eng.store._conn.set_trace_callback(None)
         eng.close()
