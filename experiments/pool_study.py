@@ -32,12 +32,17 @@ with nothing else fused, e.g. (reusing a run's store)::
 A question whose dense list filled its pool (the space may hold more) is an error: deepen the
 pool. The base leaves out the run's boosts, temporal and graph lists, so its figures sit under
 the engine's; the study's answer is each variant's paired difference from the base (clustered
-by conversation, :func:`experiments.stats.paired_test`, Holm-adjusted over the rows shown).
-``--crossfit FOLDS`` adds the variant chosen off the conversations it is scored on
+by space: a conversation, or the haystacks a pooled data set merges into one;
+:func:`experiments.stats.paired_test`, Holm-adjusted over the rows shown).
+``--crossfit FOLDS`` adds the variant chosen off the spaces it is scored on
 (:func:`crossfit`), for a signal no other data set can choose.
 The question is embedded as the run's engine embeds it (its embedding cache). Gold is scored
-by key (``ingest.json``), without the runner's credit for near-duplicates, alike for every
-variant.
+by key (``ingest.json``), without the runner's credit for near-duplicates or, in a
+``with_observations`` view, for an observation standing for its sources, alike for every
+variant; gold keys no memory of the space holds stay in the denominator and are counted in
+the result (``gold_unreachable``). The run must fuse as the base does (``fusion.method``
+weighted, ``norm`` minmax, dense and keyword weights 1), with the dense and keyword lists of
+every question as deep as its space.
 """
 
 from __future__ import annotations
@@ -58,6 +63,7 @@ from experiments import rundir
 from experiments.compare import holm
 from experiments.stats import paired_test
 from memory_core.fusion.normalize import normalized_values
+from memory_core.store import rowid_of
 
 METRICS = ("pool_recall@50", "recall@10", "recall_all@10")
 DEFAULT_VARIANTS = ("session=0.25", "session=0.5", "neighbour=0.5",
@@ -182,13 +188,25 @@ def load_questions(run: str | Path, view: str | None, kinds: Sequence[str] | Non
     views = sorted({r["view"] for r in rows})
     if view is None:
         view = "raw_turns" if "raw_turns" in views else (views[0] if views else None)
-    rows = [r for r in rows if r["view"] == view
-            and (not kinds or str(r.get("category") or r["kind"]) in kinds)]
-    if not rows:
+    in_view = [r for r in rows if r["view"] == view]
+    if not in_view:
         raise StudyError(f"{run}: no fast-mode question with gold in view {view!r} "
                          f"(views: {', '.join(views) or 'none'})")
+    def kind(r: Mapping[str, Any]) -> str:
+        return str(r.get("category") or r["kind"])
+
+    rows = [r for r in in_view if not kinds or kind(r) in kinds]
+    if not rows:
+        raise StudyError(f"{run}: no question of kinds {', '.join(kinds or [])} in view "
+                         f"{view!r} (kinds there: {', '.join(sorted({kind(r) for r in in_view}))})")
     engine = rundir.open_run_store(run)
-    pool = engine.spec.channels.dense_pool
+    fusion, channels = engine.spec.fusion, engine.spec.channels
+    weights = [float(fusion.weights.get(c, 1.0)) for c in ("dense", "keyword")]
+    if fusion.method != "weighted" or fusion.norm != "minmax" or weights != [1.0, 1.0]:
+        raise StudyError(f"{run} fused with method {fusion.method!r}, norm {fusion.norm!r}, "
+                         f"dense / keyword weights {weights}: the base is the weighted min-max "
+                         "sum with weights 1 (fusion=weighted_minmax, the default weights)")
+    pools = {"dense": channels.dense_pool, "keyword": channels.keyword_pool}
     out = []
     for r in rows:
         receipt = engine.store.get_receipt(r["receipt_id"])
@@ -198,13 +216,19 @@ def load_questions(run: str | Path, view: str | None, kinds: Sequence[str] | Non
         counts = receipt.trace.channels.get(r["space_id"])
         if lists is None or counts is None or "dense" not in lists.lists:
             raise StudyError(f"{run}: the receipt of {r['query_id']} holds no dense list")
-        dense = {row.memory_id: (row.score, row.rank) for row in lists.lists["dense"]}
-        if counts.counts.get("dense", 0) >= pool or len(dense) < counts.counts.get("dense", 0):
-            raise StudyError(f"{run}: the dense list of {r['query_id']} is not the whole space "
-                             f"(pool {pool}, listed {counts.counts.get('dense')}, traced "
-                             f"{len(dense)}): deepen channels.dense_pool and engine.trace.depth")
-        keyword = {row.memory_id: (row.score, row.rank)
-                   for row in lists.lists.get("keyword", ())}
+        got = {name: {row.memory_id: (row.score, row.rank) for row in lists.lists.get(name, ())}
+               for name in pools}
+        for name, pool in pools.items():
+            listed = counts.counts.get(name, 0)
+            if listed >= pool or len(got[name]) < listed:
+                raise StudyError(
+                    f"{run}: the {name} list of {r['query_id']} is not the whole space (pool "
+                    f"{pool}, listed {listed}, traced {len(got[name])}): deepen "
+                    f"channels.{name}_pool and engine.trace.depth past the largest space")
+        dense, keyword = got["dense"], got["keyword"]
+        if not keyword.keys() <= dense.keys():
+            raise StudyError(f"{run}: the keyword list of {r['query_id']} holds memories the "
+                             "dense list does not: the dense list is not the eligible space")
         out.append(Question(r["query_id"], str(r["conversation"]), r["space_id"], r["text"],
                             frozenset(r["gold_keys"]), dense, keyword))
     return out, engine
@@ -213,11 +237,12 @@ def load_questions(run: str | Path, view: str | None, kinds: Sequence[str] | Non
 def crossfit(per: Mapping[str, Mapping[str, Mapping[str, float]]],
              clusters: Mapping[str, str], choose: str, folds: int, seed: int
              ) -> tuple[list[str], dict[str, dict[str, float]]]:
-    """Each variant chosen off the questions it is scored on: the conversations dealt into
+    """Each variant chosen off the questions it is scored on: the clusters (conversations,
+    spaces) dealt into
     ``folds`` (seeded), each fold scored by the variant (base included) with the best mean
     ``choose`` on the other folds. (chosen variant per fold, metric -> question -> value).
 
-    Example (``v`` wins on both conversations, so each fold picks it):
+    Example (``v`` wins on both clusters, so each fold picks it):
         >>> per = {"base": {"m": {"q1": 0.0, "q2": 0.0}}, "v": {"m": {"q1": 1.0, "q2": 1.0}}}
         >>> crossfit(per, {"q1": "a", "q2": "b"}, "m", 2, 0)
         (['v', 'v'], {'m': {'q1': 1.0, 'q2': 1.0}})
@@ -226,7 +251,7 @@ def crossfit(per: Mapping[str, Mapping[str, Mapping[str, float]]],
 
     convs = sorted(set(clusters.values()))
     if not 2 <= folds <= len(convs):
-        raise StudyError(f"crossfit needs 2 to {len(convs)} folds (conversations), got {folds}")
+        raise StudyError(f"crossfit needs 2 to {len(convs)} folds (clusters), got {folds}")
     random.Random(seed).shuffle(convs)
     fold_of = {c: i % folds for i, c in enumerate(convs)}
     chosen: list[str] = []
@@ -254,6 +279,9 @@ def study(run: str | Path, variants: Sequence[str] = DEFAULT_VARIANTS,
     questions, engine = load_questions(run, view, kinds)
     ingest = rundir.load_ingest(run) or {}
     key_of: Mapping[str, str] = (ingest.get("ids") or {}).get("key_of") or {}
+    if not key_of:
+        raise StudyError(f"{run}: no memory keys (ingest.json ids.key_of) to score gold by")
+    unreachable = 0
     store = engine.store
     per: dict[str, dict[str, dict[str, float]]] = {v: {m: {} for m in METRICS} for v in weights}
     context: dict[str, tuple[dict[int, int], np.ndarray, np.ndarray, np.ndarray]] = {}
@@ -267,14 +295,19 @@ def study(run: str | Path, variants: Sequence[str] = DEFAULT_VARIANTS,
             context[q.space_id] = ({int(r): i for i, r in enumerate(rowids)}, vectors, sess, nb)
         at, _, sess, nb = context[q.space_id]
         ids = sorted(q.dense)
-        pos = [at[int(m.removeprefix("mem_"))] for m in ids]
+        rows_of = [rowid_of(m) for m in ids]
+        if any(r is None or r not in at for r in rows_of):
+            raise StudyError(f"{run}: the dense list of {q.query_id} names a memory the space "
+                             f"{q.space_id!r} has no vector for")
+        pos = [at[r] for r in rows_of if r is not None]
+        unreachable += len(q.gold - {key_of.get(m, m) for m in ids})
         signal = {"session": (sess[pos] @ qv).tolist(), "neighbour": (nb[pos] @ qv).tolist()}
         for name, w in weights.items():
             extra = {s: (w.get(s, 0.0), signal[s]) for s in SIGNALS}
             ranked = [key_of.get(m, m) for m in ranking(ids, q.dense, q.keyword, extra)]
             for metric, value in scores(ranked, q.gold).items():
                 per[name][metric][q.query_id] = value
-    clusters = {q.query_id: q.conversation for q in questions}
+    clusters = {q.query_id: q.space_id for q in questions}
     rows: list[dict[str, Any]] = []
     for name in weights:
         for metric in METRICS:
@@ -297,13 +330,14 @@ def study(run: str | Path, variants: Sequence[str] = DEFAULT_VARIANTS,
     for r, p in zip(tested, holm([r["p"] for r in tested]), strict=True):
         r["p_holm"] = p
     return {"run": str(run), "view": view, "kinds": list(kinds or []),
-            "questions": len(questions), "conversations": len(set(clusters.values())),
-            "rows": rows}
+            "questions": len(questions), "spaces": len(set(clusters.values())),
+            "gold_unreachable": unreachable, "rows": rows}
 
 
 def render(result: Mapping[str, Any]) -> Table:
     table = Table(title=f"pool study: {result['run']} ({result['questions']} questions, "
-                        f"{result['conversations']} conversations)")
+                        f"{result['spaces']} spaces; gold keys no memory holds: "
+                        f"{result['gold_unreachable']})")
     for col in ("variant", "metric", "mean", "Δ vs base", "p", "p Holm", "W/L"):
         table.add_column(col, justify="left" if col in ("variant", "metric") else "right")
     for r in result["rows"]:
@@ -328,8 +362,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="comma-separated kinds / LoCoMo categories to keep (default all)")
     parser.add_argument("--resamples", type=int, default=10_000)
     parser.add_argument("--crossfit", type=int, default=0, metavar="FOLDS",
-                        help="also each variant chosen off the conversations it is scored on "
-                             "(FOLDS folds of conversations, by --choose)")
+                        help="also each variant chosen off the spaces it is scored on "
+                             "(FOLDS folds of spaces, by --choose)")
     parser.add_argument("--crossfit-seeds", type=int, default=3)
     parser.add_argument("--choose", default="pool_recall@50", choices=METRICS)
     parser.add_argument("--json", type=Path, default=None, help="also write the result here")
@@ -339,7 +373,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                        args.kinds.split(",") if args.kinds else None, args.resamples,
                        crossfit_folds=args.crossfit, crossfit_seeds=args.crossfit_seeds,
                        choose=args.choose)
-    except (StudyError, FileNotFoundError) as exc:
+    except (StudyError, FileNotFoundError, ValueError) as exc:  # ValueError: non-finite scores
         print(f"pool_study: {exc}", file=sys.stderr)
         return 2
     Console().print(render(result))

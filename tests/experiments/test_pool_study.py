@@ -3,6 +3,7 @@ run's receipts on the tiny world), its signals by hand, its refusals."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -55,18 +56,37 @@ def test_the_base_is_the_engines_fused_order(deep_run):
     assert 0 < base["recall@10"] <= base["pool_recall@50"] <= 1
     tested = [r for r in result["rows"] if r["variant"] == "session=0.5"]
     assert len(tested) == 3 and all(0 < r["p"] <= 1 and r["p_holm"] >= r["p"] for r in tested)
+    # gold no memory of the question's space holds (multi-subject questions reach into the
+    # other space) is counted, from the store's own listing of each space
+    key_of = (rundir.load_ingest(deep_run) or {})["ids"]["key_of"]
+    keys = {s: {key_of[m.memory_id] for m in engine.iter_memories(s)}
+            for s in {q.space_id for q in questions}}
+    assert result["spaces"] == 2
+    assert result["gold_unreachable"] == sum(len(q.gold - keys[q.space_id]) for q in questions)
     fitted = study(deep_run, ["session=0.5"], "with_observations", n_resamples=200,
                    crossfit_folds=2, crossfit_seeds=2)
     assert len([r for r in fitted["rows"] if r["variant"].startswith("crossfit")]) == 6
 
 
-def test_a_run_whose_lists_stop_short_of_the_space_is_refused(tmp_path):
-    shallow = [o for o in DEEP if not o.startswith(("channels.dense_pool", "channels.keyword"))]
-    run = _run(tmp_path, [*shallow, "channels.dense_pool=3", "channels.keyword_pool=3"])
-    with pytest.raises(StudyError, match="not the whole space"):
+@pytest.mark.parametrize(("dense", "keyword", "short"), [(3, 500, "dense"), (500, 3, "keyword")])
+def test_a_run_whose_lists_stop_short_of_the_space_is_refused(tmp_path, dense, keyword, short):
+    deep = [o for o in DEEP if not o.startswith(("channels.dense_pool", "channels.keyword"))]
+    run = _run(tmp_path, [*deep, f"channels.dense_pool={dense}",
+                          f"channels.keyword_pool={keyword}"])
+    with pytest.raises(StudyError, match=f"the {short} list of .* is not the whole space"):
         load_questions(run, "with_observations", None)
+
+
+def test_what_the_base_cannot_stand_for_is_refused(deep_run, monkeypatch):
     with pytest.raises(StudyError, match="no fast-mode question"):
-        load_questions(run, "no_such_view", None)
+        load_questions(deep_run, "no_such_view", None)
+    with pytest.raises(StudyError, match="no question of kinds nope"):
+        load_questions(deep_run, "with_observations", ["nope"])
+    spec = rundir.run_engine_spec(deep_run)
+    rrf = dataclasses.replace(spec, fusion=dataclasses.replace(spec.fusion, method="rrf"))
+    monkeypatch.setattr(rundir, "run_engine_spec", lambda run: rrf)
+    with pytest.raises(StudyError, match="fused with method 'rrf'"):
+        load_questions(deep_run, "with_observations", None)
 
 
 def test_signals_add_their_weighted_min_max():
