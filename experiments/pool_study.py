@@ -29,17 +29,16 @@ with nothing else fused, e.g. (reusing a run's store)::
         'eval.pool_ks=[50]' hydra.run.dir=RUN
     python -m experiments.pool_study RUN --view raw_turns --kinds 1,2,3,4
 
-A question whose dense list filled its pool (the space may hold more) is an error: deepen the
-pool. The base leaves out the run's boosts, temporal and graph lists, so its figures sit under
-the engine's; the study's answer is each variant's paired difference from the base (clustered
-by space: a conversation, or the haystacks a pooled data set merges into one;
-:func:`experiments.stats.paired_test`, Holm-adjusted over the rows shown).
-``--crossfit FOLDS`` adds the variant chosen off the spaces it is scored on
-(:func:`crossfit`), for a signal no other data set can choose.
-The question is embedded as the run's engine embeds it (its embedding cache). Gold is scored
-by key (``ingest.json``), without the runner's credit for near-duplicates or, in a
-``with_observations`` view, for an observation standing for its sources, alike for every
-variant; gold keys no memory of the space holds stay in the denominator and are counted in
+A question whose dense or keyword list filled its pool (the space may hold more) is an error:
+deepen the pool. The base leaves out the run's boosts, temporal and graph lists, so its figures
+sit under the engine's; the study's answer is each variant's paired difference from the base
+(clustered by space: a conversation, or the haystacks a pooled data set merges into one;
+:func:`experiments.stats.paired_test`, Holm-adjusted over the rows shown). ``--crossfit FOLDS``
+adds the variant chosen off the spaces it is scored on (:func:`crossfit`), for a signal no other
+data set can choose. The question is embedded as the run's engine embeds it (its embedding
+cache). Gold is scored by key (``ingest.json``), without the runner's credit for near-duplicates
+or, in a ``with_observations`` view, for an observation standing for its sources, alike for
+every variant; gold keys no memory of the space holds stay in the denominator and are counted in
 the result (``gold_unreachable``). The run must fuse as the base does (``fusion.method``
 weighted, ``norm`` minmax, dense and keyword weights 1), with the dense and keyword lists of
 every question as deep as its space.
@@ -49,6 +48,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -80,7 +80,6 @@ class Question:
     """One scored question: its deep channel lists (memory id -> (raw score, rank))."""
 
     query_id: str
-    conversation: str
     space_id: str
     text: str
     gold: frozenset[str]
@@ -192,6 +191,7 @@ def load_questions(run: str | Path, view: str | None, kinds: Sequence[str] | Non
     if not in_view:
         raise StudyError(f"{run}: no fast-mode question with gold in view {view!r} "
                          f"(views: {', '.join(views) or 'none'})")
+
     def kind(r: Mapping[str, Any]) -> str:
         return str(r.get("category") or r["kind"])
 
@@ -229,16 +229,15 @@ def load_questions(run: str | Path, view: str | None, kinds: Sequence[str] | Non
         if not keyword.keys() <= dense.keys():
             raise StudyError(f"{run}: the keyword list of {r['query_id']} holds memories the "
                              "dense list does not: the dense list is not the eligible space")
-        out.append(Question(r["query_id"], str(r["conversation"]), r["space_id"], r["text"],
-                            frozenset(r["gold_keys"]), dense, keyword))
+        out.append(Question(r["query_id"], r["space_id"], r["text"], frozenset(r["gold_keys"]),
+                            dense, keyword))
     return out, engine
 
 
 def crossfit(per: Mapping[str, Mapping[str, Mapping[str, float]]],
              clusters: Mapping[str, str], choose: str, folds: int, seed: int
              ) -> tuple[list[str], dict[str, dict[str, float]]]:
-    """Each variant chosen off the questions it is scored on: the clusters (conversations,
-    spaces) dealt into
+    """Each variant chosen off the questions it is scored on: the clusters (spaces) dealt into
     ``folds`` (seeded), each fold scored by the variant (base included) with the best mean
     ``choose`` on the other folds. (chosen variant per fold, metric -> question -> value).
 
@@ -247,8 +246,6 @@ def crossfit(per: Mapping[str, Mapping[str, Mapping[str, float]]],
         >>> crossfit(per, {"q1": "a", "q2": "b"}, "m", 2, 0)
         (['v', 'v'], {'m': {'q1': 1.0, 'q2': 1.0}})
     """
-    import random
-
     convs = sorted(set(clusters.values()))
     if not 2 <= folds <= len(convs):
         raise StudyError(f"crossfit needs 2 to {len(convs)} folds (clusters), got {folds}")
@@ -284,7 +281,7 @@ def study(run: str | Path, variants: Sequence[str] = DEFAULT_VARIANTS,
     unreachable = 0
     store = engine.store
     per: dict[str, dict[str, dict[str, float]]] = {v: {m: {} for m in METRICS} for v in weights}
-    context: dict[str, tuple[dict[int, int], np.ndarray, np.ndarray, np.ndarray]] = {}
+    context: dict[str, tuple[dict[int, int], np.ndarray, np.ndarray]] = {}
     qvecs = engine.embedder.embed([q.text for q in questions])
     for q, qv in zip(questions, qvecs, strict=True):
         if q.space_id not in context:
@@ -292,8 +289,8 @@ def study(run: str | Path, variants: Sequence[str] = DEFAULT_VARIANTS,
             sessions = store.get_memories(rowids.tolist())
             sess, nb = context_vectors(rowids.tolist(), vectors,
                                        [sessions[int(r)].session_id for r in rowids])
-            context[q.space_id] = ({int(r): i for i, r in enumerate(rowids)}, vectors, sess, nb)
-        at, _, sess, nb = context[q.space_id]
+            context[q.space_id] = ({int(r): i for i, r in enumerate(rowids)}, sess, nb)
+        at, sess, nb = context[q.space_id]
         ids = sorted(q.dense)
         rows_of = [rowid_of(m) for m in ids]
         if any(r is None or r not in at for r in rows_of):
