@@ -6,7 +6,8 @@ paired by ``(mode, view, query_id)``; for every metric both runs report and ever
 the 95% bootstrap CI of delta and a two-sided paired p-value
 (:func:`experiments.stats.paired_test`), clustered by conversation (LoCoMo conversation,
 LongMemEval haystack, synthetic space): whole conversations are resampled / sign-flipped,
-because questions about one conversation are not independent.
+because questions about one conversation are not independent. ``--cluster space`` clusters by
+the question's space instead, for pooled data sets whose spaces hold several conversations.
 
 The last column is Holm's step-down adjustment of the p-values over every row printed (one
 family), so scanning the table for "significant" rows does not inflate the false-positive
@@ -164,8 +165,16 @@ def _pairs(a: Run, b: Run, mode_a: str | None, mode_b: str | None,
     return out
 
 
-def _side(frame: pl.DataFrame, mode: str, view: str, metrics: Sequence[str]) -> pl.DataFrame:
+CLUSTERS = ("conversation", "space")
+
+
+def _side(frame: pl.DataFrame, mode: str, view: str, metrics: Sequence[str],
+          cluster: str = "conversation") -> pl.DataFrame:
+    """One run's rows of (mode, view); the cluster column is named ``conversation`` whatever
+    it holds (``cluster="space"``: the question's space)."""
     sub = frame.filter((pl.col("mode") == mode) & (pl.col("view") == view))
+    if cluster == "space":
+        sub = sub.drop("conversation", strict=False).rename({"space_id": "conversation"})
     cols = ["query_id", "kind", "conversation", *metrics]
     return sub.select([c for c in cols if c in sub.columns])
 
@@ -250,12 +259,20 @@ def compare(a: Run, b: Run, *, metrics: Sequence[str] | None = None,
             views: Sequence[str] | None = None, groups: Sequence[str] | None = None,
             intersect: bool = False,
             method: PairedMethod | str = PairedMethod.RANDOMIZATION,
-            n_resamples: int = 10_000, seed: int = 0) -> tuple[list[Row], list[str]]:
+            n_resamples: int = 10_000, seed: int = 0,
+            cluster: str = "conversation") -> tuple[list[Row], list[str]]:
     """Every paired comparison row, and notes (left-out queries, missing metrics).
 
     ``groups`` keeps only these groups (headline names, ``all``, kinds): the Holm family is
-    the rows returned, so a smaller, pre-chosen family keeps more power.
+    the rows returned, so a smaller, pre-chosen family keeps more power. ``cluster``:
+    ``conversation`` (the default) or ``space``, for data sets whose spaces hold several
+    conversations (``merge_haystacks``: 40 LongMemEval questions share one space and its
+    distractors).
     """
+    if cluster not in CLUSTERS:
+        raise CompareError(f"cluster must be one of {', '.join(CLUSTERS)}, got {cluster!r}")
+    if cluster == "space" and any("space_id" not in r.frame.columns for r in (a, b)):
+        raise CompareError("--cluster space needs a space_id column in both runs")
     _check_same_data(a, b)
     notes: list[str] = []
     common = [m for m in a.metrics if m in set(b.metrics)]
@@ -273,8 +290,8 @@ def compare(a: Run, b: Run, *, metrics: Sequence[str] | None = None,
     rows: list[Row] = []
     known: dict[str, None] = {}  # groups some (mode, view) offers, in order (typos are errors)
     for ma, mb, view in _pairs(a, b, mode_a, mode_b, views):
-        left = _side(a.frame, ma, view, common)
-        right = _side(b.frame, mb, view, common)
+        left = _side(a.frame, ma, view, common, cluster)
+        right = _side(b.frame, mb, view, common, cluster)
         ids_a, ids_b = set(left["query_id"].to_list()), set(right["query_id"].to_list())
         if ids_a != ids_b:
             diff = (f"{ma}/{view}: {len(ids_a - ids_b)} queries only in A, "
@@ -422,6 +439,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--intersect", action="store_true",
                         help="pair only the queries both runs scored (say how many were left)")
+    parser.add_argument("--cluster", choices=CLUSTERS, default="conversation",
+                        help="the unit resampled together: the question's conversation "
+                             "(default) or its space (pooled data sets)")
     parser.add_argument("--json", type=Path, help="also write the rows to this JSON file")
     args = parser.parse_args(argv)
     console = Console(width=max(160, Console().width))
@@ -431,19 +451,21 @@ def main(argv: Sequence[str] | None = None) -> int:
             a, b, metrics=args.metrics.split(",") if args.metrics else None,
             mode_a=args.mode_a, mode_b=args.mode_b, views=args.view,
             groups=args.groups.split(",") if args.groups else None, intersect=args.intersect,
-            method=args.method, n_resamples=args.n_resamples, seed=args.seed)
+            method=args.method, n_resamples=args.n_resamples, seed=args.seed,
+            cluster=args.cluster)
     except CompareError as exc:
         console.print(f"[red]cannot compare:[/red] {escape(str(exc))}")
         return 2
     console.print(render(rows, a, b))
-    console.print(f"paired {args.method} test over queries clustered by conversation; "
+    console.print(f"paired {args.method} test over queries clustered by {args.cluster}; "
                   f"{args.n_resamples} resamples, seed {args.seed}; bold = Holm-adjusted "
                   "p < 0.05 over all rows shown.")
     for note in notes:
         console.print(f"[yellow]note:[/yellow] {escape(note)}")
     if args.json:
         args.json.write_text(json.dumps({"run_a": str(a.path), "run_b": str(b.path),
-                                         "method": args.method, "notes": notes,
+                                         "method": args.method, "cluster": args.cluster,
+                                         "notes": notes,
                                          "rows": [asdict(r) for r in rows]}, indent=2))
     return 0
 

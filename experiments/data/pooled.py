@@ -52,7 +52,9 @@ def merge_haystacks(dataset: Dataset, per_space: int, seed: int) -> Dataset:
 
     Merging haystacks puts other questions' sessions in the pool as distractors, while each
     question keeps its own gold. Keys, sessions and the questions' own conversation ids are
-    unchanged (so a paired test still clusters by question).
+    unchanged (a paired test clusters by question; ``experiments.compare --cluster space``
+    resamples the merged spaces instead, the more cautious unit, since a space's questions
+    share its distractors).
     """
     if per_space <= 1:
         return dataset

@@ -24,7 +24,7 @@ def memory_id_of(rowid: int) -> str:
 
 # ids read back before (a read converts each pooled candidate's id several times): only ids
 # of our shape are kept, at most _ROWIDS_MAX of them
-_ROWIDS: dict[str, int | None] = {}
+_ROWIDS: dict[str, int] = {}
 _ROWIDS_MAX = 1 << 16
 _MAX_DIGITS = 19  # SQLite's rowids are signed 64-bit integers
 

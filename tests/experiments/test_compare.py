@@ -144,3 +144,30 @@ def test_groups_choose_the_holm_family(tmp_path):
     # the Holm family chosen up front
     with pytest.raises(CompareError, match=r"\['cat1-4'\] not in the runs.*'h', 'all', '1'"):
         compare(a, b, n_resamples=200, groups=["h", "cat1-4"])
+
+
+def test_cluster_by_space_pairs_whole_spaces(tmp_path):
+    """``cluster="space"``: questions of different conversations that share a space (pooled
+    haystacks) are resampled together: the same p as paired_test clustered by space."""
+    a_scores = [1.0, 1.0, 0.5, 1.0, 0.0, 1.0]
+    b_scores = [0.0, 1.0, 0.0, 0.5, 0.0, 0.0]
+    spaces = ["s1", "s1", "s1", "s2", "s2", "s2"]
+    extra = {"space_id": spaces}
+    a = load_run(_write_run(tmp_path / "a", a_scores, extra=extra))
+    b = load_run(_write_run(tmp_path / "b", b_scores, extra=extra))
+    by_conv = next(r for r in compare(a, b, n_resamples=500, seed=3)[0] if r.group == "all")
+    rows, _ = compare(a, b, n_resamples=500, seed=3, cluster="space")
+    by_space = next(r for r in rows if r.group == "all")
+    ref = paired_test({f"q{i}": s for i, s in enumerate(a_scores)},
+                      {f"q{i}": s for i, s in enumerate(b_scores)},
+                      clusters={f"q{i}": c for i, c in enumerate(spaces)}, n_resamples=500,
+                      seed=3)
+    assert (by_conv.n_clusters, by_space.n_clusters) == (6, 2)
+    assert (by_space.delta, by_space.p_value, by_space.ci_low) == \
+        (ref.delta, ref.p_value, ref.ci_low)
+    assert by_space.p_value != by_conv.p_value
+    with pytest.raises(CompareError, match="cluster must be"):
+        compare(a, b, cluster="haystack")
+    no_space = load_run(_write_run(tmp_path / "c", a_scores))
+    with pytest.raises(CompareError, match="space_id"):
+        compare(no_space, b, cluster="space")
