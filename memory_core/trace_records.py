@@ -67,7 +67,9 @@ class ChannelCounts:
         if "dense" in self.counts:
             out["top_cosine"] = self.top_cosine
         if "entity" in self.counts:
-            out["entity_match"] = self.entity_match
+            out["entity_match"] = (None if self.entity_match is None
+                                   else {k: list(v) if isinstance(v, (list, tuple)) else v
+                                         for k, v in self.entity_match.items()})
         if self.fused is not None:
             out["fused"] = self.fused
         if self.graph_skipped is not None:
@@ -77,7 +79,8 @@ class ChannelCounts:
     @classmethod
     def from_dict(cls, body: Mapping[str, Any]) -> ChannelCounts:
         return cls(frozen({k: v for k, v in body.items() if k not in _COUNT_EXTRAS}),
-                   body.get("fused"), body.get("top_cosine"), body.get("entity_match"),
+                   body.get("fused"), body.get("top_cosine"),
+                   None if body.get("entity_match") is None else frozen(body["entity_match"]),
                    body.get("graph_skipped"))
 
 
