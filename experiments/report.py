@@ -33,6 +33,42 @@ RAGAS_NOTE = ("ragas_*: ragas IDBasedContextRecall / IDBasedContextPrecision (no
               "divides by the unique retrieved ids (not k) and is left out when nothing came back.")
 
 
+LATENCY_NOTE = ("p50 ms (warm): one retrieve, timed after an untimed warm-up (models loaded; "
+                "each question's embedding computed once, then read from the embedding cache "
+                "in every mode and view), so modes and views are timed alike")
+
+
+def latency_note(latency: Mapping[str, Any]) -> str:
+    """The summary's line on how ``p50 ms`` was measured, with the warm-up's own figures
+    (``metrics.json`` ``latency``, from :func:`experiments.run.warm_up`), each labelled as
+    what it is: the query embedding the timed figures leave out, and the first retrieve of
+    each mode, model load included, which no table shows.
+
+    Example:
+        >>> note = latency_note({"query_embedding": "cached before timing (untimed)",
+        ...                      "query_embed_ms": {"p50": 9.04, "n": 32},
+        ...                      "first_retrieve_ms": {"fast": 14.2, "accurate": 812.0}})
+        >>> note.split("included): ")[-1]
+        'fast 14 ms, accurate 812 ms.'
+    """
+    if str(latency.get("query_embedding", "")).startswith("computed"):
+        head = LATENCY_NOTE.replace("each question's embedding computed once, then read from "
+                                    "the embedding cache in every mode and view",
+                                    "no embedding cache: each timed call embeds its query")
+    else:
+        head = LATENCY_NOTE
+    parts = [head + "."]
+    embed = latency.get("query_embed_ms")
+    if embed:
+        parts.append(f"Not in it (warm-up figures): query embedding p50 {embed['p50']:.1f} ms "
+                     f"(n={embed['n']}).")
+    first = latency.get("first_retrieve_ms") or {}
+    if first:
+        parts.append("First retrieve per mode (untimed; model load and first use included): "
+                     + ", ".join(f"{mode} {ms:.0f} ms" for mode, ms in first.items()) + ".")
+    return " ".join(parts)
+
+
 def metric_notes(metric_names: Sequence[str]) -> list[str]:
     """The notes a report needs for the derived metric columns it shows."""
     notes = []
@@ -157,7 +193,7 @@ def summary_markdown(meta: Mapping[str, Any], summary: Mapping[str, Any],
              f"- {OBSERVATION_NOTE}",
              *[f"- {note}" for note in meta.get("notes", []) if note != OBSERVATION_NOTE],
              "- values are means with 95% bootstrap CIs (clustered by conversation / space).", ""]
-    head = ["| mode | view | group | n | " + " | ".join(metric_names) + " | p50 ms |",
+    head = ["| mode | view | group | n | " + " | ".join(metric_names) + " | p50 ms (warm) |",
             "|" + "---|" * (len(metric_names) + 5)]
 
     def row(mode: str, view: str, kind: str, cell: Mapping[str, Any]) -> str:
