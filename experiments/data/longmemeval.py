@@ -12,24 +12,32 @@ the bytes). Two variants exist here:
 What the loader builds, per question ``qid``:
 
 - one space ``qid`` holding its whole haystack;
-- one fact per turn, content ``"role: text"``, key ``f"{qid}:{session_id}:{n}"`` with ``n`` the
+- one fact per turn, content ``"role: text"``, key ``f"{qid}:{alias}:{n}"`` with ``n`` the
   1-based turn index in its session (upstream's own turn ids are ``f"{session_id}_{n}"``, also
-  1-based), ``session_id`` = the haystack session id, timestamp = that session's
-  ``haystack_dates`` entry (``"2023/05/30 (Tue) 23:40"`` read as UTC), metadata
-  ``{role, turn, has_answer}``. Both roles are kept; upstream's turn-level retrieval indexes
+  1-based), ``session_id`` = ``alias`` = :func:`session_alias` of the haystack session id,
+  timestamp = that session's ``haystack_dates`` entry (``"2023/05/30 (Tue) 23:40"`` read as
+  UTC), metadata ``{role, turn}``. Both roles are kept; upstream's turn-level retrieval indexes
   user turns only, so a runner that wants parity filters on ``metadata["role"]``;
-- one query: ``gold_keys`` = turns with ``has_answer: true``, ``gold_sessions`` =
-  ``answer_session_ids``, ``kind`` = ``question_type``, ``query_timestamp`` = ``question_date``.
+- one query: ``gold_keys`` = turns with ``has_answer: true``, ``gold_sessions`` = the aliases
+  of ``answer_session_ids`` (the upstream ids in ``metadata["answer_session_ids"]``),
+  ``kind`` = ``question_type``, ``query_timestamp`` = ``question_date``.
   Abstention questions (``question_id`` ends in ``_abs``; upstream skips them in retrieval
   scoring) keep their raw labels and get ``category="abstention"`` and
   ``metadata["abstention"] = True``; every other question has ``category = question_type``.
+
+No label reaches the store (:data:`LABEL_FIELDS`): a turn's ``has_answer`` flag is read into
+its question's ``gold_keys`` and nowhere else, and sessions are named by an opaque alias
+because upstream names the evidence sessions ``answer_<id>`` (``"answer_c6fd8ebd"``), which a
+stored ``session_id`` or key would hand to anything that reads it. The alias is a digest, so
+equal upstream ids stay equal (a filler session shared by several haystacks, the two copies
+of a session listed twice) and the session scores are unchanged.
 
 Quirks handled (all counted in ``Dataset.info``):
 
 - a few S haystacks list the same filler session twice (same turns, two dates: 7 of the 150).
   Both copies are kept, as the benchmark presents them; the second copy's keys carry
-  ``"#2"`` after the session id (``f"{qid}:{sid}#2:{n}"``) so keys stay unique, while
-  ``session_id`` stays the upstream id;
+  ``"#2"`` after the session alias (``f"{qid}:{alias}#2:{n}"``) so keys stay unique, while
+  both copies share one ``session_id``;
 - turns with empty content (2 in S) are skipped; their indices are not reused;
 - gold turns with empty content, answer sessions absent from the haystack and questions with
   no ``has_answer`` turn are counted, never hidden.
@@ -41,6 +49,7 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections import Counter
 from collections.abc import Iterator, Mapping
@@ -102,6 +111,21 @@ DEFAULT_SHA256: Mapping[str, Mapping[str, str]] = MappingProxyType(
 _USE_DEFAULT: Mapping[str, str] = MappingProxyType({})  # sentinel: the variant's pinned digests
 _DATE = re.compile(r"\s*(\d{4})/(\d{1,2})/(\d{1,2})\s*(?:\(\w+\))?\s*(\d{1,2}):(\d{2})\s*")
 _ABSTENTION_SUFFIX = "_abs"
+
+# upstream fields that say what answers a question: read into the query records, never stored
+LABEL_FIELDS = ("has_answer", "answer_session_ids", "answer")
+SESSION_ALIAS_PREFIX = "sess-"
+
+
+def session_alias(session_id: str) -> str:
+    """The opaque name a LongMemEval session gets in the store, its keys and ``gold_sessions``
+    (upstream's ``answer_*`` ids would say which sessions hold the answer).
+
+    >>> session_alias("answer_c6fd8ebd")
+    'sess-6b2d46381101'
+    """
+    digest = hashlib.sha256(f"longmemeval-session:{session_id}".encode()).hexdigest()
+    return f"{SESSION_ALIAS_PREFIX}{digest[:12]}"
 
 
 def parse_longmemeval_date(text: object) -> str | None:
@@ -276,7 +300,8 @@ def _load_record(
         stats["timestamps_unparsed"] += stamp is None
         if stamp is not None:
             stamps.append(stamp)
-        key_sid = sid if occurrence == 1 else f"{sid}#{occurrence}"
+        alias = session_alias(sid)
+        key_sid = alias if occurrence == 1 else f"{alias}#{occurrence}"
         for n, turn in enumerate(turns, start=1):
             text = str(turn.get("content") or "").strip()
             role = str(turn.get("role"))
@@ -292,12 +317,12 @@ def _load_record(
             stats["turns"] += 1
             if has_answer:
                 gold.append(key)
-            metadata: dict[str, object] = {"role": role, "turn": n, "has_answer": has_answer}
+            metadata: dict[str, object] = {"role": role, "turn": n}  # has_answer: gold_keys
             if occurrence > 1:
                 metadata["occurrence"] = occurrence
             memories.append(MemoryDef(
-                key=key, space_id=qid, content=f"{role}: {text}", timestamp=stamp, session_id=sid,
-                metadata=MappingProxyType(metadata)))
+                key=key, space_id=qid, content=f"{role}: {text}", timestamp=stamp,
+                session_id=alias, metadata=MappingProxyType(metadata)))
     stats["questions_with_duplicate_sessions"] += any(c > 1 for c in seen.values())
     stats["answer_sessions_not_in_haystack"] += sum(1 for s in answer_sessions if s not in seen)
     stats["questions_without_gold_turns"] += not gold
@@ -316,7 +341,9 @@ def _load_record(
     queries.append(QueryDef(
         query_id=qid, text=question.strip(), gold_space=qid, gold_keys=tuple(gold), kind=qtype,
         category="abstention" if abstention else qtype, conversation=qid,
-        gold_sessions=answer_sessions, query_timestamp=query_stamp,
+        gold_sessions=tuple(session_alias(s) for s in answer_sessions),
+        query_timestamp=query_stamp,
         metadata=MappingProxyType({"abstention": abstention, "question_type": qtype,
                                    "answer": None if answer is None else str(answer),
+                                   "answer_session_ids": answer_sessions,
                                    "question_date": record.get("question_date")})))

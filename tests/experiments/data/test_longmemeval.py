@@ -15,7 +15,10 @@ from experiments.data.longmemeval import (
     S_SUBSET150_SHA256,
     load_longmemeval,
     parse_longmemeval_date,
+    session_alias,
 )
+
+A1, B0 = session_alias("answer_q1_1"), session_alias("sharegpt_b_0")
 
 # ---------------------------------------------------------------- fixture
 
@@ -106,27 +109,36 @@ def test_parts_are_concatenated_in_part_order(data_dir: Path) -> None:
 def test_one_fact_per_turn_with_role_key_session_and_date(data_dir: Path) -> None:
     ds = _load(data_dir)
     facts = {m.key: m for m in ds.memories}
-    turn = facts["q1:answer_q1_1:1"]
+    turn = facts[f"q1:{A1}:1"]
     assert turn.content == "user: I bought a red bike today."
-    assert turn.space_id == "q1" and turn.session_id == "answer_q1_1"
+    assert turn.space_id == "q1" and turn.session_id == A1
     assert turn.timestamp == "2023-05-21T09:05:00Z"
-    assert dict(turn.metadata) == {"role": "user", "turn": 1, "has_answer": True}
-    assert facts["q1:answer_q1_1:2"].content == "assistant: Nice!"
+    assert dict(turn.metadata) == {"role": "user", "turn": 1}  # has_answer: gold_keys only
+    assert facts[f"q1:{A1}:2"].content == "assistant: Nice!"
+
+
+def test_sessions_are_named_by_an_opaque_alias_not_the_upstream_id(data_dir: Path) -> None:
+    # upstream names the evidence sessions answer_*: no key or session id may say so
+    ds = _load(data_dir)
+    assert all("answer" not in m.key and "answer" not in str(m.session_id)
+               for m in ds.memories)
+    assert session_alias("answer_q1_1") == A1 != session_alias("answer_q1_2")
+    assert A1.startswith("sess-") and len(A1) == len("sess-") + 12
 
 
 def test_empty_turns_are_skipped_without_renumbering(data_dir: Path) -> None:
     ds = _load(data_dir)
     keys = ds.memory_keys()
-    assert "q1:answer_q1_1:3" not in keys and "q1:answer_q1_1:4" in keys
+    assert f"q1:{A1}:3" not in keys and f"q1:{A1}:4" in keys
     assert ds.info["empty_turns_skipped"] == 1
 
 
 def test_a_session_listed_twice_keeps_both_copies_under_unique_keys(data_dir: Path) -> None:
     ds = _load(data_dir)
-    first = next(m for m in ds.memories if m.key == "q2:sharegpt_b_0:1")
-    second = next(m for m in ds.memories if m.key == "q2:sharegpt_b_0#2:1")
+    first = next(m for m in ds.memories if m.key == f"q2:{B0}:1")
+    second = next(m for m in ds.memories if m.key == f"q2:{B0}#2:1")
     assert first.content == second.content
-    assert first.session_id == second.session_id == "sharegpt_b_0"
+    assert first.session_id == second.session_id == B0
     assert (first.timestamp, second.timestamp) == ("2023-04-12T05:52:00Z", "2023-04-30T18:46:00Z")
     assert second.metadata["occurrence"] == 2
     assert ds.info["duplicate_session_occurrences"] == 1
@@ -138,8 +150,10 @@ def test_gold_turns_sessions_kind_and_question_date(data_dir: Path) -> None:
     ds = _load(data_dir)
     q = next(q for q in ds.queries if q.query_id == "q2")
     assert q.gold_space == "q2" and q.kind == q.category == "multi-session"
-    assert q.gold_keys == ("q2:answer_q2_1:1", "q2:answer_q2_1:2")  # assistant turns count too
-    assert q.gold_sessions == ("answer_q2_1",)
+    a2 = session_alias("answer_q2_1")
+    assert q.gold_keys == (f"q2:{a2}:1", f"q2:{a2}:2")  # assistant turns count too
+    assert q.gold_sessions == (a2,)  # the upstream ids stay in the query record
+    assert q.metadata["answer_session_ids"] == ("answer_q2_1",)
     assert q.query_timestamp == "2023-05-30T23:40:00Z"
     assert q.metadata["abstention"] is False
     assert next(q for q in ds.queries if q.query_id == "q3").metadata["answer"] == "3"
@@ -152,7 +166,7 @@ def test_abstention_questions_are_flagged(data_dir: Path) -> None:
     q = next(q for q in ds.queries if q.query_id == "q1_abs")
     assert q.metadata["abstention"] is True
     assert q.category == "abstention" and q.kind == "single-session-user"
-    assert q.gold_keys == () and q.gold_sessions == ("answer_q1_abs_1",)
+    assert q.gold_keys == () and q.gold_sessions == (session_alias("answer_q1_abs_1"),)
     assert ds.info["abstention"] == 1
     assert ds.info["questions_without_gold_turns"] == 1
     assert ds.info["abstention_without_gold_turns"] == 1
