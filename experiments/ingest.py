@@ -3,7 +3,12 @@
 Facts are written per space in batches (one transaction each); observations are written
 after their sources with ``observe``. The returned :class:`IdMap` maps engine memory ids to
 dataset keys and each observation key to its source keys, which is how a returned
-observation counts as retrieving its sources in every score.
+observation counts as retrieving its sources in every score; a duplicate's link to what it
+restates comes from the harness's record (:attr:`Dataset.restates`), never from the store.
+
+What is written is the memory and its key (``metadata["key"]``), never a label: a memory
+whose metadata names a label field (:func:`experiments.data.registry.label_fields`) is refused
+with a :class:`LabelInStoreError` before anything is written.
 """
 
 from __future__ import annotations
@@ -14,8 +19,13 @@ from dataclasses import dataclass, field
 
 from tqdm.auto import tqdm
 
+from experiments.data.registry import label_fields
 from experiments.data.schema import Dataset, MemoryDef
 from memory_core import MemoryEngine
+
+
+class LabelInStoreError(ValueError):
+    """A dataset memory carries a gold label in what would be written to the store."""
 
 
 @dataclass
@@ -36,9 +46,22 @@ def _batches(items: list[MemoryDef], size: int) -> Iterable[list[MemoryDef]]:
         yield items[i:i + size]
 
 
+def check_no_labels(dataset: Dataset) -> None:
+    """Raise :class:`LabelInStoreError` when a memory's metadata or tags name a label field."""
+    labels = label_fields()
+    for m in dataset.memories:
+        found = sorted(set(m.metadata) & labels) or sorted(
+            t for t in m.tags if t.partition(":")[0] in labels)
+        if found:
+            raise LabelInStoreError(
+                f"{dataset.name}: memory {m.key!r} would write the label {', '.join(found)} "
+                "into the store; gold labels belong in the query records")
+
+
 def ingest(engine: MemoryEngine, dataset: Dataset, batch_size: int = 256,
            progress: bool = True) -> IdMap:
     """Create every space and write every memory; returns the id mapping."""
+    check_no_labels(dataset)
     for space in dataset.spaces:
         engine.create_space(space.space_id, description=space.description, default=space.default)
     ids = IdMap()
@@ -59,7 +82,7 @@ def ingest(engine: MemoryEngine, dataset: Dataset, batch_size: int = 256,
             } for m in batch])
             for m, mid in zip(batch, written, strict=True):
                 ids.key_of[mid], ids.id_of[m.key] = m.key, mid
-                twin = m.metadata.get("duplicate_of") or m.metadata.get("near_duplicate_of")
+                twin = dataset.restates.get(m.key)
                 if twin:  # a restatement retrieves what it restates (dedup keeps one of them)
                     ids.sources[m.key] = (m.key, str(twin))
             bar.update(len(batch))

@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import polars as pl
@@ -40,7 +41,7 @@ from experiments.routing.tables import (ROUTING_COLUMNS, flatten_numbers, reliab
                                         routing_table)
 from experiments.rundir import (DEFAULT_OUTPUTS, ENV_OUTPUTS, ENV_RUN_DIR, METRICS_FILE,
                                 PER_QUERY_FILE, STORE_DIR, STORE_FILE, RunInfo, is_store,
-                                list_runs, load_metrics, load_per_query, newest_run,
+                                list_runs, load_ingest, load_metrics, load_per_query, newest_run,
                                 open_run_store, open_store, outputs_dir, resolve_run_dir,
                                 run_engine_spec)
 from experiments.tables import (category_table, distinct, filter_rows, is_retrieval_rows,
@@ -73,14 +74,29 @@ DROP_ORDER = tuple(r.value for r in DropReason)
 # What a run's dataset keys retrieve (read from its store)
 # ---------------------------------------------------------------------------------------------
 
-def key_expansions(engine: MemoryEngine, per_query: pl.DataFrame | None = None
+def run_restates(engine: MemoryEngine) -> dict[str, tuple[str, ...]]:
+    """The duplicate links of the run whose store ``engine`` reads: ``key -> (key, the key it
+    restates)`` from the id mapping beside the store (``ingest.json``, the harness's record;
+    the store itself holds no label). Empty for a store outside a run directory."""
+    path = getattr(engine.store, "path", None)
+    if not path or path == ":memory:":
+        return {}
+    body = load_ingest(Path(path).parent.parent) or {}
+    sources = (body.get("ids") or {}).get("sources") or {}
+    return {str(k): tuple(str(s) for s in v) for k, v in sources.items()
+            if len(v) == 2 and str(v[0]) == str(k)}
+
+
+def key_expansions(engine: MemoryEngine, per_query: pl.DataFrame | None = None,
+                   restates: Mapping[str, Sequence[str]] | None = None
                    ) -> dict[str, tuple[str, ...]]:
     """What each returned dataset key retrieves besides itself, rebuilt from the run's store.
 
     Mirrors :mod:`experiments.ingest` (and so the run's scores): an observation retrieves the
     keys of its source facts; an exact or near-duplicate retrieves itself and the fact it
-    restates. Facts carry their key in ``metadata["key"]``; an observation's key is read from
-    the run's (``ranked_ids``, ``ranked_keys``) pairs.
+    restates (``restates``, default :func:`run_restates`: the run's id mapping, never the
+    store's metadata). Facts carry their key in ``metadata["key"]``; an observation's key is
+    read from the run's (``ranked_ids``, ``ranked_keys``) pairs.
     """
     key_of: dict[str, str] = {}
     if per_query is not None and {"ranked_ids", "ranked_keys"} <= set(per_query.columns):
@@ -92,6 +108,7 @@ def key_expansions(engine: MemoryEngine, per_query: pl.DataFrame | None = None
         key = m.metadata.get("key")
         if isinstance(key, str):
             key_of.setdefault(m.memory_id, key)
+    twins = run_restates(engine) if restates is None else restates
     out: dict[str, tuple[str, ...]] = {}
     for m in memories:
         key = key_of.get(m.memory_id)
@@ -101,10 +118,8 @@ def key_expansions(engine: MemoryEngine, per_query: pl.DataFrame | None = None
             sources = tuple(key_of[s] for s in m.source_ids if s in key_of)
             if sources:
                 out[key] = sources
-        else:
-            twin = m.metadata.get("duplicate_of") or m.metadata.get("near_duplicate_of")
-            if twin:
-                out[key] = (key, str(twin))
+        elif key in twins:
+            out[key] = tuple(twins[key])
     return out
 
 
@@ -154,11 +169,13 @@ class ReceiptView:
 
 
 def receipt_view(engine: MemoryEngine, receipt_id: str,
-                 gold_keys: Iterable[str] | None = None) -> ReceiptView:
+                 gold_keys: Iterable[str] | None = None,
+                 restates: Mapping[str, Sequence[str]] | None = None) -> ReceiptView:
     """Fetch a receipt and join its kept and dropped entries with the memories' content.
 
     With ``gold_keys`` every row gets ``gold``: whether the memory retrieves a gold key (its
-    own ``metadata["key"]``, the fact a duplicate restates, or a source of an observation).
+    own ``metadata["key"]``, the fact a duplicate restates per ``restates``, default
+    :func:`run_restates`, or a source of an observation).
     A memory the store no longer has is shown as missing, not hidden.
     Raises :class:`MemoryCoreError` (404) for an unknown receipt.
     """
@@ -166,9 +183,11 @@ def receipt_view(engine: MemoryEngine, receipt_id: str,
     ids = [k.memory_id for k in receipt.kept] + [d.memory_id for d in receipt.dropped]
     memories = _memories(engine, ids)
     gold = set(gold_keys) if gold_keys is not None else None
+    twins: Mapping[str, Sequence[str]] = {}
     if gold is not None:  # an observation retrieves its sources: fetch them for the gold flag
         memories.update(_memories(engine, [s for m in list(memories.values())
                                            for s in m.source_ids if s not in memories]))
+        twins = run_restates(engine) if restates is None else restates
     channels = sorted({c for k in receipt.kept for c in k.channel_ranks})
 
     kept_rows = []
@@ -176,7 +195,7 @@ def receipt_view(engine: MemoryEngine, receipt_id: str,
         m = memories.get(k.memory_id)
         kept_rows.append({"rank": k.rank, "score": k.score, **{
             f"rank_{c}": k.channel_ranks.get(c) for c in channels},
-            **_memory_columns(k.memory_id, k.space_id, m, gold, memories)})
+            **_memory_columns(k.memory_id, k.space_id, m, gold, memories, twins)})
     kept = pl.DataFrame(kept_rows, schema=_row_schema(
         {"rank": pl.Int64, "score": pl.Float64, **{f"rank_{c}": pl.Int64 for c in channels}},
         gold is not None))
@@ -186,7 +205,7 @@ def receipt_view(engine: MemoryEngine, receipt_id: str,
         m = memories.get(d.memory_id)
         grouped.setdefault(d.reason.value, []).append({
             "rank_at_cut": d.rank, "score": d.score, "stage": d.stage, "detail": d.detail,
-            **_memory_columns(d.memory_id, d.space_id, m, gold, memories)})
+            **_memory_columns(d.memory_id, d.space_id, m, gold, memories, twins)})
     drop_schema = _row_schema({"rank_at_cut": pl.Int64, "score": pl.Float64, "stage": pl.String,
                                "detail": pl.String}, gold is not None)
     order = sorted(grouped, key=lambda r: (DROP_ORDER.index(r) if r in DROP_ORDER
@@ -196,7 +215,7 @@ def receipt_view(engine: MemoryEngine, receipt_id: str,
     block, tokens = rendered_block(engine, receipt, memories)
     routing, scores = routing_decision(receipt)
     table = build_candidate_table(receipt, memories, gold,
-                                  lambda m: _retrieves(m, memories))
+                                  lambda m: _retrieves(m, memories, twins))
     return ReceiptView(receipt=receipt, request=request_fields(receipt), kept=kept,
                        dropped=dropped, searched=searched_table(receipt),
                        subjects=expansion_subjects(receipt), block=block,
@@ -339,13 +358,13 @@ def _memories(engine: MemoryEngine, ids: Iterable[str]) -> dict[str, Memory]:
     return engine.memories(list(ids))
 
 
-def _retrieves(m: Memory, memories: Mapping[str, Memory]) -> set[str]:
-    """Dataset keys a memory retrieves: its own, the fact a duplicate restates, the sources
-    of an observation (as :mod:`experiments.ingest` maps them)."""
+def _retrieves(m: Memory, memories: Mapping[str, Memory],
+               twins: Mapping[str, Sequence[str]]) -> set[str]:
+    """Dataset keys a memory retrieves: its own, the fact a duplicate restates (``twins``,
+    the run's record), the sources of an observation (as :mod:`experiments.ingest` maps them)."""
     keys = {str(m.metadata["key"])} if "key" in m.metadata else set()
-    for twin in ("duplicate_of", "near_duplicate_of"):
-        if m.metadata.get(twin):
-            keys.add(str(m.metadata[twin]))
+    for key in list(keys):
+        keys.update(str(t) for t in twins.get(key, ()))
     for sid in m.source_ids:
         src = memories.get(sid)
         if src is not None and "key" in src.metadata:
@@ -354,10 +373,11 @@ def _retrieves(m: Memory, memories: Mapping[str, Memory]) -> set[str]:
 
 
 def _memory_columns(memory_id: str, space_id: str | None, m: Memory | None,
-                    gold: set[str] | None, memories: Mapping[str, Memory]) -> dict[str, Any]:
+                    gold: set[str] | None, memories: Mapping[str, Memory],
+                    twins: Mapping[str, Sequence[str]]) -> dict[str, Any]:
     row: dict[str, Any] = {"memory_id": memory_id, "space_id": space_id}
     if gold is not None:
-        row["gold"] = None if m is None else bool(_retrieves(m, memories) & gold)
+        row["gold"] = None if m is None else bool(_retrieves(m, memories, twins) & gold)
     if m is None:
         row.update({"memory_type": None, "key": None, "tags": None, "timestamp": None,
                     "recorded_at": None, "occurred": None, "content": "(missing from store)"})

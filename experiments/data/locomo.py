@@ -55,6 +55,9 @@ CATEGORY_NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-ho
                   5: "adversarial"}
 MAX_EXAMPLES = 50  # cap on info["examples"]; the counts are always complete
 DESCRIPTION_EVENTS = 4  # annotated events quoted in a space description
+# QA fields that say what answers a question (and the loader's copy of the raw evidence): kept in
+# the query records (``gold_keys``, ``QueryDef.metadata``), never on a stored turn
+LABEL_FIELDS = ("evidence", "evidence_raw", "answer", "adversarial_answer")
 
 _DIA = re.compile(r"D(\d+):(\d+)")
 _STRAY_COLON = re.compile(r"D:(\d+):(\d+)")

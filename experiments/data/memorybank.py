@@ -53,6 +53,8 @@ MEMORYBANK_SHA256: Mapping[str, str] = MappingProxyType({
 _PROFILE_FIELDS = (("personality", "personality"), ("hobbies", "hobbies"),
                    ("speaking_style", "speaking style"))
 _DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
+# a probing question's one label is its user, the space it is asked of: no field to keep out
+LABEL_FIELDS: tuple[str, ...] = ()
 
 
 def memorybank_files(language: Language) -> tuple[str, str]:

@@ -5,12 +5,26 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
+from experiments.data import locomo, longmemeval, memorybank, synthetic
 from experiments.data.files import DatasetError, resolve_data_dir
-from experiments.data.schema import Dataset
+from experiments.data.schema import HARNESS_LABEL_FIELDS, Dataset
 
 NAMES = ("synthetic", "locomo", "longmemeval", "memorybank")
+
+# each loader's label fields (its module's LABEL_FIELDS): what says what answers a question,
+# kept in the harness's query records and never written into a store (tests/experiments/data/
+# test_labels_not_in_store.py; experiments.ingest refuses a memory whose metadata has one)
+LABEL_FIELDS: Mapping[str, tuple[str, ...]] = MappingProxyType({
+    "synthetic": synthetic.LABEL_FIELDS, "locomo": locomo.LABEL_FIELDS,
+    "longmemeval": longmemeval.LABEL_FIELDS, "memorybank": memorybank.LABEL_FIELDS})
+
+
+def label_fields() -> frozenset[str]:
+    """Every loader's label fields and the harness's own gold names (``gold_keys``, ...)."""
+    return frozenset({*HARNESS_LABEL_FIELDS, *(f for fs in LABEL_FIELDS.values() for f in fs)})
 
 
 # keys of a data block every real set takes (experiments/data/pooled.py), not its loader's

@@ -15,6 +15,14 @@ Conventions
 - ``QueryDef.kind`` is the query family used to slice metrics (``near_verbatim``,
   ``paraphrase``, ``multi_subject``, ``unanswerable`` in the synthetic world; the benchmark's
   own category or question type for real sets).
+
+Gold labels belong to the harness, never to the store: everything a :class:`MemoryDef` carries
+(content, timestamp, tags, session and user ids, metadata, its key) is written into the
+engine, so none of it may say what answers a question. Labels live in the query records
+(``gold_keys``, ``gold_sessions``, ``QueryDef.metadata``) and, for what a memory retrieves
+besides itself, in :attr:`Dataset.restates`. Each loader names its label fields
+(``LABEL_FIELDS`` in its module, collected in :data:`experiments.data.registry.LABEL_FIELDS`);
+:func:`experiments.ingest.ingest` refuses a memory whose metadata carries one.
 """
 
 from __future__ import annotations
@@ -25,6 +33,10 @@ from types import MappingProxyType
 from typing import Literal
 
 MemoryKind = Literal["fact", "observation"]
+
+# names of the harness's own gold records: never a memory's metadata key or tag
+HARNESS_LABEL_FIELDS = ("gold_keys", "gold_space", "gold_spaces", "gold_sessions", "restates",
+                        "abstention")
 
 
 def _frozen(mapping: Mapping[str, object] | None) -> Mapping[str, object]:
@@ -88,6 +100,9 @@ class Dataset:
     source_sha256: Mapping[str, str] = field(default_factory=lambda: _frozen(None))
     # free-form facts about how the dataset was built (seed, sizes, counts of skipped items)
     info: Mapping[str, object] = field(default_factory=lambda: _frozen(None))
+    # a label, kept here and never written to the store: memory key -> the key it restates
+    # (the synthetic world's exact and near duplicates), so returning it retrieves that key too
+    restates: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
 
     def memory_keys(self) -> frozenset[str]:
         return frozenset(m.key for m in self.memories)

@@ -12,8 +12,9 @@ Conventions (read these before scoring against this dataset):
   :class:`~experiments.data.schema.Dataset`, and a different seed a different world.
 - ``n_spaces`` above ``len(TOPIC_POOL)`` (8) raises ``ValueError``; extra topics are not invented.
 - Memory order: facts and duplicates sorted by ``(timestamp, key)``, then observations (so every
-  observation comes after its sources). Keys: ``<space>:f003`` fact, ``<space>:d01`` near or
-  exact duplicate, ``<space>:o01`` observation.
+  observation comes after its sources). Keys: ``<space>:f003`` fact, a near or exact
+  duplicate numbered on after its space's facts (``<space>:f040`` in a 40-fact space, so its
+  key does not say it is one), ``<space>:o01`` observation.
 - Each topical space holds one *milestone* fact (e.g. "The payments team finished migrating
   invoices to Stripe on 2024-03-12."); the rest come from the topic's frames.
 - Inbox facts (``INBOX_FACTS`` of them) are distractors: no query has the default space as gold,
@@ -21,6 +22,10 @@ Conventions (read these before scoring against this dataset):
 - ``near_verbatim`` and ``paraphrase`` queries are asked about every topical fact (not about
   duplicates). Gold is the original fact only; its duplicates are listed in the query's
   ``metadata["also_answered_by"]`` so a scorer may credit them.
+- Which memory restates which is a label, so it is kept out of the memories (:data:`LABEL_FIELDS`):
+  ``Dataset.restates`` maps each duplicate's key to its original's, and ``info["counts"]``
+  counts the edits (``duplicate_edits``). A duplicate carries its original's metadata, tags,
+  session and user, as a restatement written later would.
 - ``multi_subject`` queries join two facts' subjects with "and", "versus" or ", then". Gold is both
   facts; ``gold_space`` is the first fact's space and ``metadata["gold_spaces"]`` lists the
   distinct spaces in order (one or two). The first is always the worked case "How many weeks
@@ -70,6 +75,8 @@ TAG_NAMESPACES = {"person": "person", "owner": "person", "project": "project", "
 MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August",
           "September", "October", "November", "December")
 KINDS = ("near_verbatim", "paraphrase", "multi_subject", "unanswerable")
+# the generator's labels: in the query records and Dataset.restates, never on a memory
+LABEL_FIELDS = ("duplicate_of", "near_duplicate_of", "edit", "also_answered_by", "gold_spaces")
 
 
 @dataclass(frozen=True)
@@ -269,8 +276,19 @@ def _edit(content: str, edit: str) -> tuple[str, str]:
     return f"Note: {content}", "note_prefix"
 
 
-def _duplicates(facts: Sequence[_Fact], n: int, rng: random.Random) -> list[MemoryDef]:
-    """``n`` restatements of distinct facts: exact copies and near-duplicates, edit kinds cycled."""
+@dataclass(frozen=True)
+class _Duplicate:
+    """A restatement with its labels (kept by the generator, never on the memory)."""
+
+    memory: MemoryDef
+    original: str  # the key it restates
+    edit: str  # "exact" or the near-duplicate's edit
+
+
+def _duplicates(facts: Sequence[_Fact], n: int, rng: random.Random,
+                first_number: int) -> list[_Duplicate]:
+    """``n`` restatements of distinct facts: exact copies and near-duplicates, edit kinds cycled;
+    a space's duplicates are numbered on from ``first_number`` (its fact count)."""
     if n > len(facts):
         raise ValueError(f"WorldSpec.near_duplicates={n} exceeds the {len(facts)} topical facts")
     per_space: dict[str, int] = {}
@@ -281,13 +299,11 @@ def _duplicates(facts: Sequence[_Fact], n: int, rng: random.Random) -> list[Memo
         number = per_space[original.space_id] = per_space.get(original.space_id, 0) + 1
         moment = _parse_start(original.timestamp or "") + timedelta(
             seconds=rng.randint(*DUPLICATE_LAG_SECONDS))
-        link = ({"duplicate_of": original.key} if edit == "exact"
-                else {"near_duplicate_of": original.key, "edit": edit})
-        made.append(MemoryDef(
-            key=f"{original.space_id}:d{number:02d}", space_id=original.space_id,
-            content=content, timestamp=_iso(moment), tags=original.tags,
-            session_id=original.session_id, user_id=original.user_id,
-            metadata=MappingProxyType(link)))
+        made.append(_Duplicate(MemoryDef(
+            key=f"{original.space_id}:f{first_number + number - 1:03d}",
+            space_id=original.space_id, content=content, timestamp=_iso(moment),
+            tags=original.tags, session_id=original.session_id, user_id=original.user_id,
+            metadata=original.metadata), original.key, edit))
     return made
 
 
@@ -427,24 +443,26 @@ def _unanswerable_queries(n: int, rng: random.Random) -> list[QueryDef]:
 
 
 # --------------------------------------------------------------------------- assembly
-def _also_answered_by(duplicates: Iterable[MemoryDef]) -> dict[str, tuple[str, ...]]:
+def _also_answered_by(duplicates: Iterable[_Duplicate]) -> dict[str, tuple[str, ...]]:
     links: dict[str, tuple[str, ...]] = {}
     for dup in duplicates:
-        original = str(dup.metadata.get("duplicate_of") or dup.metadata["near_duplicate_of"])
-        links[original] = (*links.get(original, ()), dup.key)
+        links[dup.original] = (*links.get(dup.original, ()), dup.memory.key)
     return links
 
 
 def _info(spec: WorldSpec, topics: Sequence[Topic], memories: Sequence[MemoryDef],
-          queries: Sequence[QueryDef]) -> MappingProxyType[str, object]:
+          queries: Sequence[QueryDef],
+          duplicates: Sequence[_Duplicate]) -> MappingProxyType[str, object]:
     facts = [m for m in memories if m.memory_type == "fact"]
+    edits = [d.edit for d in duplicates]
     counts = {
         "spaces": len(topics) + 1,
         "facts": len(facts),
         "topical_facts": len(topics) * spec.facts_per_space,
         "inbox_facts": sum(m.space_id == INBOX.space_id for m in facts),
-        "exact_duplicates": sum("duplicate_of" in m.metadata for m in facts),
-        "near_duplicates": sum("near_duplicate_of" in m.metadata for m in facts),
+        "exact_duplicates": edits.count("exact"),
+        "near_duplicates": len(edits) - edits.count("exact"),
+        "duplicate_edits": {e: edits.count(e) for e in sorted(set(edits))},
         "observations": len(memories) - len(facts),
         "memories": len(memories),
         "queries": len(queries),
@@ -476,7 +494,7 @@ def generate_world(spec: WorldSpec = WorldSpec()) -> Dataset:
                       for t in topics}
     topical = [f for facts in facts_by_space.values() for f in facts]
     inbox = _space_facts(INBOX, INBOX_FACTS, rng, start)
-    duplicates = _duplicates(topical, spec.near_duplicates, rng)
+    duplicates = _duplicates(topical, spec.near_duplicates, rng, spec.facts_per_space)
     notes = _observations(facts_by_space, topics, spec.observations_per_space, rng)
     also = _also_answered_by(duplicates)
     queries = [
@@ -485,10 +503,11 @@ def generate_world(spec: WorldSpec = WorldSpec()) -> Dataset:
         *_multi_subject_queries(facts_by_space, spec.multi_subject_queries, rng),
         *_unanswerable_queries(spec.unanswerable_queries, rng),
     ]
-    written = sorted([*(f.memory for f in (*topical, *inbox)), *duplicates],
+    written = sorted([*(f.memory for f in (*topical, *inbox)), *(d.memory for d in duplicates)],
                      key=lambda m: (m.timestamp or "", m.key))
     memories = (*written, *sorted(notes, key=lambda m: (m.timestamp or "", m.key)))
     spaces = (*(SpaceDef(t.space_id, t.description) for t in topics),
               SpaceDef(INBOX.space_id, INBOX.description, default=True))
     return Dataset(name=DATASET_NAME, spaces=spaces, memories=memories, queries=tuple(queries),
-                   info=_info(spec, topics, memories, queries))
+                   info=_info(spec, topics, memories, queries, duplicates),
+                   restates=MappingProxyType({d.memory.key: d.original for d in duplicates}))

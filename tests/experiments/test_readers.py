@@ -167,8 +167,7 @@ def store(tmp_path, hash_embedder):
         eng.create_space("team", description="team notes")
         ids = eng.write_many("team", [
             {"content": "Priya owns the pricing table.", "metadata": {"key": "f1"}},
-            {"content": "Priya owns the pricing table.", "metadata": {"key": "d1",
-                                                                      "duplicate_of": "f1"}},
+            {"content": "Priya owns the pricing table.", "metadata": {"key": "d1"}},
             {"content": "The pricing table changed in May.", "metadata": {"key": "f2"}},
             {"content": "Bob likes pricing reviews.", "metadata": {"key": "f3"}},
         ])
@@ -177,6 +176,28 @@ def store(tmp_path, hash_embedder):
         resp = eng.retrieve(query="who owns the pricing table", space_id="team", limit=1,
                             min_score=0.5, format="block", receipt=True, mode="fast")
     return path, resp.receipt_id, ids, note
+
+
+def test_a_duplicate_is_gold_through_the_runs_record_never_the_store(store):
+    # d1 restates f1: the run's id mapping (ingest.json beside the store) says so, the store
+    # does not (issue 33: no label in a store)
+    path, rid, ids, note = store
+    eng = readers.open_store(path)
+    assert readers.run_restates(eng) == {}  # a store outside a run directory
+    memories = {m.metadata.get("key"): m for m in readers.all_memories(eng)}
+    assert all(set(m.metadata) == {"key"} for k, m in memories.items() if k)
+    assert readers.key_expansions(eng) == {}
+    assert readers.key_expansions(eng, restates={"d1": ("d1", "f1")}) == {"d1": ("d1", "f1")}
+    view = readers.receipt_view(eng, rid, gold_keys=["f1"], restates={"d1": ("d1", "f1")})
+    rows = pl.concat([view.kept.select("memory_id", "gold"),
+                      *[t.select("memory_id", "gold") for t in view.dropped.values()]])
+    gold = dict(zip(rows["memory_id"].to_list(), rows["gold"].to_list(), strict=True))
+    assert gold[ids[0]] is True and gold[ids[1]] is True and gold[ids[3]] is False
+    # in a run directory the record is read from its ingest.json
+    (path.parent / "ingest.json").write_text(json.dumps({"ids": {"sources": {
+        "d1": ["d1", "f1"], "n1": ["f1", "f2"]}}}))
+    assert readers.run_restates(eng) == {"d1": ("d1", "f1")}
+    assert readers.key_expansions(eng) == {"d1": ("d1", "f1")}
 
 
 def test_receipt_view_joins_memories_and_groups_drops(store):

@@ -68,8 +68,8 @@ def _parse(ts: str) -> datetime:
     return datetime.fromisoformat(ts.replace("Z", "+00:00"))
 
 
-def _is_duplicate(memory: MemoryDef) -> bool:
-    return "duplicate_of" in memory.metadata or "near_duplicate_of" in memory.metadata
+def _is_duplicate(world: Dataset, memory: MemoryDef) -> bool:
+    return memory.key in world.restates  # the label is the harness's, not the memory's
 
 
 # --------------------------------------------------------------------------- determinism
@@ -105,11 +105,12 @@ def test_counts_match_spec(spec: WorldSpec) -> None:
     assert len(topical) == spec.n_spaces
     assert [s.space_id for s in world.spaces if s.default] == ["inbox"]
     facts = [m for m in world.memories if m.memory_type == "fact"]
-    originals = [m for m in facts if not _is_duplicate(m)]
+    originals = [m for m in facts if not _is_duplicate(world, m)]
     for space in topical:
         assert sum(m.space_id == space.space_id for m in originals) == spec.facts_per_space
     assert sum(m.space_id == "inbox" for m in facts) == INBOX_FACTS
-    assert sum(_is_duplicate(m) for m in facts) == spec.near_duplicates
+    assert sum(_is_duplicate(world, m) for m in facts) == spec.near_duplicates
+    assert len(world.restates) == spec.near_duplicates
     notes = [m for m in world.memories if m.memory_type == "observation"]
     assert len(notes) == spec.n_spaces * spec.observations_per_space
     n_topical = spec.n_spaces * spec.facts_per_space
@@ -144,8 +145,11 @@ def test_keys_and_ids_are_unique(world: Dataset) -> None:
 
 
 def test_fact_contents_are_distinct_except_exact_duplicates(world: Dataset) -> None:
-    facts = [m for m in world.memories
-             if m.memory_type == "fact" and "duplicate_of" not in m.metadata]
+    by_key = _by_key(world)
+    exact = {k for k, original in world.restates.items()
+             if by_key[k].content == by_key[original].content}
+    assert exact
+    facts = [m for m in world.memories if m.memory_type == "fact" and m.key not in exact]
     assert len({m.content for m in facts}) == len(facts)
 
 
@@ -196,18 +200,26 @@ def test_memories_are_written_in_time_order_then_observations(world: Dataset) ->
 def test_duplicates_point_at_earlier_facts_of_their_space(world: Dataset) -> None:
     by_key = _by_key(world)
     position = {m.key: i for i, m in enumerate(world.memories)}
-    dups = [m for m in world.memories if _is_duplicate(m)]
-    assert any("duplicate_of" in m.metadata for m in dups)
-    assert any("near_duplicate_of" in m.metadata for m in dups)
+    dups = [m for m in world.memories if _is_duplicate(world, m)]
+    counts = world.info["counts"]
+    assert isinstance(counts, dict) and counts["exact_duplicates"] and counts["near_duplicates"]
+    exact = 0
     for dup in dups:
-        key = str(dup.metadata.get("duplicate_of") or dup.metadata["near_duplicate_of"])
+        key = world.restates[dup.key]
         original = by_key[key]
         assert original.space_id == dup.space_id and position[key] < position[dup.key]
-        if "duplicate_of" in dup.metadata:
-            assert dup.content == original.content
+        # a restatement looks like any fact: its original's metadata, tags, session, user
+        assert (dup.metadata, dup.tags, dup.session_id, dup.user_id) == (
+            original.metadata, original.tags, original.session_id, original.user_id)
+        # numbered on after its space's facts: the key does not say it is a duplicate
+        assert dup.key.split(":")[1].startswith("f")
+        if dup.content == original.content:
+            exact += 1
         else:
-            assert dup.content != original.content
             assert _jaccard(dup.content, original.content) >= 0.8
+    assert exact == counts["exact_duplicates"]
+    assert len(dups) - exact == counts["near_duplicates"]
+    assert sum(counts["duplicate_edits"].values()) == len(dups)
 
 
 def test_observations_summarise_earlier_facts_of_the_same_space(world: Dataset) -> None:
@@ -246,9 +258,7 @@ def test_fact_queries_have_one_gold_fact_and_list_its_duplicates(world: Dataset)
         if query.kind in ("near_verbatim", "paraphrase"):
             assert len(query.gold_keys) == 1 and query.gold_space != INBOX.space_id
             for dup in query.metadata["also_answered_by"]:
-                link = by_key[dup].metadata
-                assert query.gold_keys[0] in (link.get("duplicate_of"),
-                                              link.get("near_duplicate_of"))
+                assert dup in by_key and world.restates[dup] == query.gold_keys[0]
 
 
 def test_unanswerable_queries_have_no_gold(world: Dataset) -> None:
