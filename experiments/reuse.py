@@ -33,7 +33,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -125,12 +125,15 @@ def provenance(source: str | Path, print_: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def restore(source: str | Path, run_dir: Path, print_: Mapping[str, Any],
-            allow_code_change: bool = False) -> IdMap:
+            allow_code_change: bool = False, keys: Collection[str] | None = None) -> IdMap:
     """Copy ``source``'s store into ``run_dir`` and return its id mapping.
 
     Raises :class:`ReuseError` when ``source`` is not a finished run with a store and an
     ``ingest.json``, or when its fingerprint differs from ``print_`` (a difference in the
-    engine's code only is accepted with ``allow_code_change``).
+    engine's code only is accepted with ``allow_code_change``), or when ``keys`` (the
+    dataset's memory keys) are given and the store's keys are not all among them: a store an
+    older loader built (e.g. LongMemEval's before issue 33 kept its labels out of the store,
+    with ``has_answer`` on every turn and upstream session ids in its keys).
     """
     src, body = _manifest(source)
     stored = dict(body["fingerprint"])
@@ -141,6 +144,12 @@ def restore(source: str | Path, run_dir: Path, print_: Mapping[str, Any],
         stored.pop(CODE_KEY, None)
         wanted.pop(CODE_KEY, None)
     differences = _diff(stored, wanted)
+    if keys is not None:
+        wanted_keys = set(keys)
+        stale = sorted(k for k in body["ids"]["key_of"].values() if k not in wanted_keys)
+        if stale:
+            differences.append(f"memory keys: {len(stale)} of the store's are not this "
+                               f"dataset's (e.g. {stale[0]!r}; built by an older loader)")
     if differences:
         shown = "; ".join(differences[:6]) + (f" (and {len(differences) - 6} more)"
                                                if len(differences) > 6 else "")

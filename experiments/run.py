@@ -299,8 +299,8 @@ def run_retrieval(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     store_print = reuse.fingerprint(dataset, to_plain(cfg.data), spec)
     reused = ev.reuse_store
     t0 = time.perf_counter()
-    ids = reuse.restore(reused, run_dir, store_print, ev.reuse_allow_code_change
-                        ) if reused else None  # eval.reuse_store
+    ids = reuse.restore(reused, run_dir, store_print, ev.reuse_allow_code_change,
+                        keys=dataset.memory_keys()) if reused else None  # eval.reuse_store
     with MemoryEngine.open(run_dir / "store", spec) as engine:
         if ids is None:
             ids = ingest(engine, dataset, progress=bool(cfg.progress))

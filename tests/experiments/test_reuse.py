@@ -95,3 +95,15 @@ def test_engine_code_change_refuses_unless_waived(built, tmp_path):
     info = reuse.provenance(src, other_code)
     assert info["from"] == str(src) and info["same_code"] is False
     assert info["built_by_code"] == reuse.code_sha256() != info["read_by_code"]
+
+
+def test_a_store_with_other_keys_is_refused(built, tmp_path):
+    # a store an older loader built (LongMemEval kept labels in its keys and metadata before
+    # issue 33) maps ids to keys this dataset no longer has: refused, never scored as misses
+    dataset, _, src, _, print_ = built
+    dst = tmp_path / "dst"
+    dst.mkdir()
+    renamed = {f"old:{k}" for k in dataset.memory_keys()}
+    with pytest.raises(reuse.ReuseError, match="memory keys: .* built by an older loader"):
+        reuse.restore(src, dst, print_, keys=renamed)
+    assert reuse.restore(src, dst, print_, keys=dataset.memory_keys()).id_of
