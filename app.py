@@ -8,8 +8,8 @@ Pick an experiment run (from an outputs directory) or a store directory, then:
   filter, drop targets linked (``&focus=``) and a memory panel; routing and expansion records.
 - **Run**: what was run (dataset sha256, models, config), metrics with 95% CIs, recall@k with
   CI bands, per-category breakdowns, gold vs non-gold histograms, the worst queries.
-- **Playground**: a live query (a chosen space or ``route="auto"``), fast vs accurate side by
-  side, with the engine's receipt or its refusal.
+- **Playground**: a live query (on the run's first space, another chosen, or
+  ``route="auto"``), fast vs accurate side by side, with the engine's receipt or its refusal.
 - **Compare**: two runs, several metrics and groups (``experiments.compare``), the clustering
   stated, CI vs p-value disagreements flagged, per-group and per-query deltas.
 
@@ -21,6 +21,7 @@ links: ``?view=query&run=<run dir>&receipt=<id>&focus=<memory id>``.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -710,7 +711,21 @@ MODEL_LOAD_NOTE = ("Searching... the first query of a mode loads its models (the
                    "and in accurate mode the cross-encoder): up to ~30 s, then quick.")
 
 
-def view_playground(engine: MemoryEngine | None) -> None:
+def playground_space(run: Path | None, engine: MemoryEngine, spaces: Sequence[str]) -> str:
+    """The space the playground opens on: the space of the run's first question (its first
+    ``per_query.parquet`` row with a space of this store), else the store's default space,
+    else the first listed. ``spaces`` is not empty."""
+    pq = per_query_of(run) if run is not None else None
+    if pq is not None and "space_id" in pq.columns:
+        first = pq["space_id"].filter(pq["space_id"].is_in(list(spaces))).head(1).to_list()
+        if first:
+            return str(first[0])
+    default = next((s.space_id for s in engine.list_spaces()
+                    if s.default and s.space_id in spaces), None)
+    return default or spaces[0]
+
+
+def view_playground(engine: MemoryEngine | None, run: Path | None = None) -> None:
     st.header("Playground")
     if engine is None:
         st.info("Pick a run with a store, or a store directory, in the sidebar.")
@@ -734,8 +749,13 @@ def view_playground(engine: MemoryEngine | None) -> None:
                       disabled=route_off is not None,
                       help=route_off.message if route_off else
                       "The router scores each space's description and evidence.")
-    space = c1.selectbox("Space", list(spaces), index=None, key="pg_space",
-                         disabled=bool(route), placeholder="choose a space (or route='auto')",
+    # opens on the run's first space (a new store or run starts there again)
+    store = str(engine.store_path)
+    if (st.session_state.get("pg_space_store") != store
+            or st.session_state.get("pg_space") not in spaces):
+        st.session_state["pg_space"] = playground_space(run, engine, list(spaces))
+        st.session_state["pg_space_store"] = store
+    space = c1.selectbox("Space", list(spaces), key="pg_space", disabled=bool(route),
                          format_func=lambda sid: f"{sid} · {counts[sid]} memories · "
                          f"{spaces[sid].description[:60]}")
     modes = sorted(m.value for m in engine.available_modes)
@@ -991,7 +1011,7 @@ def main() -> None:
     elif view == VIEWS["run"]:
         view_run(run)
     elif view == VIEWS["playground"]:
-        view_playground(engine)
+        view_playground(engine, run)
     else:
         view_compare(runs)
 
