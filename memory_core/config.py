@@ -219,8 +219,9 @@ class FusionSpec:
             raise ValueError("fusion.asker_role and fusion.agent_role must differ")
         if self.method not in ("rrf", "weighted"):
             raise ValueError(f"unknown fusion method {self.method!r}; valid: rrf, weighted")
-        if self.norm not in ("minmax", "zscore"):
-            raise ValueError(f"unknown fusion norm {self.norm!r}; valid: minmax, zscore")
+        if self.norm not in ("minmax", "zscore", "theoretical", "anchored"):
+            raise ValueError(f"unknown fusion norm {self.norm!r}; valid: minmax, zscore, "
+                             "theoretical, anchored")
         if isinstance(self.complete, str) or not isinstance(self.complete, (list, tuple)) \
                 or not all(isinstance(c, str) for c in self.complete):
             raise ValueError(f"fusion.complete must be a list of channel names, got "

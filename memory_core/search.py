@@ -7,8 +7,9 @@ Each stage returns its candidates with its trace records (:class:`Pooled`); only
 
 from __future__ import annotations
 
+import dataclasses
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -16,9 +17,10 @@ import numpy as np
 
 from memory_core import times
 from memory_core.channels import entity, graph, keyword, recency, temporal
+from memory_core.config import FusionSpec
 from memory_core.errors import MemoryCoreError
 from memory_core.filters.compile import compile_filter
-from memory_core.fusion import fuse
+from memory_core.fusion import fuse, terms_of
 from memory_core.fusion.boost import boost
 from memory_core.person import addressed_role
 from memory_core.routing.base import SpaceEvidence
@@ -113,12 +115,14 @@ def candidates_for_space(comp: Components, request: RetrieveRequest, space_id: s
         if gl:
             lists.append(gl)
             fused = fused_now()
-    if hybrid and ch.recency and request.query_timestamp is not None and fused:
-        # query_timestamp ranks: the fused top re-listed by time proximity, fused again
+    gaps: dict[str, float] = {}
+    if ch.recency and request.query_timestamp is not None and fused:
+        # query_timestamp ranks (whichever channels ran): the fused top re-listed by time
+        # proximity, fused again; it lists only pooled memories, so it adds and removes none
         add("recency", recency.rank(comp.store, fused, times.parse_instant(
             request.query_timestamp, "query_timestamp"), ch.recency_half_life_days,
-            ch.recency_pool))
-        fused = fuse(lists, spec.fusion, completed)  # recency lists only pooled memories
+            ch.recency_pool, gaps))
+        fused = fuse(lists, spec.fusion, completed)
     terms: dict[str, dict[str, float]] = {}
     fused = boosted(comp, request.query, fused, terms)
     depth = spec.trace.depth
@@ -135,7 +139,8 @@ def candidates_for_space(comp: Components, request: RetrieveRequest, space_id: s
                                       for lst in lists if lst}), traced,
                           frozen_map({m: frozen_map({k: round(v, 6) for k, v in t.items()})
                                       for m, t in terms.items() if m in shown}),
-                          frozen_map({m: frozen_map(v) for m, v in by_memory.items()}))
+                          frozen_map({m: frozen_map(v) for m, v in by_memory.items()}),
+                          recency_terms(lists, gaps, spec.fusion, shown))
     if channel_lists is not None:
         channel_lists.extend(lists)
     if channel_completed is not None:
@@ -255,9 +260,35 @@ def pool(comp: Components, request: RetrieveRequest, space_ids: Sequence[str], q
     rows = {s: r for p in by_space.values() for s, r in p.lists.items()}
     if len(by_space) == 1:
         return next(iter(by_space.values()))
-    fused = boosted(comp, request.query, fuse(merge_across_spaces(lists), comp.spec.fusion,
-                                              completed)) if lists else []
+    merged = merge_across_spaces(lists)
+    fused = boosted(comp, request.query, fuse(merged, comp.spec.fusion, completed)
+                    ) if lists else []
+    if any(r.recency for r in rows.values()):
+        # the recency terms of the ranking across spaces (one list, one scale), per space
+        shown = {m for r in rows.values() for m in r.recency}
+        whole = recency_terms(merged, {m: g for r in rows.values()
+                                       for m, g in _gaps(r).items()}, comp.spec.fusion, shown)
+        rows = {s: dataclasses.replace(r, recency=frozen_map(
+            {m: whole[m] for m in r.recency if m in whole})) for s, r in rows.items()}
     return Pooled(fused, channels, rows)
+
+
+def _gaps(rows: CandidateLists) -> dict[str, float]:
+    return {m: t["gap_days"] for m, t in rows.recency.items()}
+
+
+def recency_terms(lists: Sequence[Sequence[Candidate]], gaps: dict[str, float],
+                  fusion: FusionSpec, shown: set[str]) -> Mapping[str, Mapping[str, float]]:
+    """For the traced fused rows the recency list holds: the days between ``query_timestamp``
+    and the memory's event window (``gap_days``), its ``proximity`` and the ``term`` the
+    recency list added to its fused score (what the receipt's ``recency`` stage shows)."""
+    rec = next((lst for lst in lists if lst and lst[0].channel is Channel.RECENCY), None)
+    if rec is None:
+        return frozen_map(None)
+    added = terms_of(rec, fusion)
+    return frozen_map({c.memory_id: frozen_map({
+        "gap_days": round(gaps[c.memory_id], 3), "proximity": round(float(c.score), 6),
+        "term": round(added[c.memory_id], 6)}) for c in rec if c.memory_id in shown})
 
 
 def boosted(comp: Components, query: str, fused: list[Candidate],

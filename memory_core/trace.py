@@ -55,6 +55,9 @@ class Trace:
     boosts: Mapping[str, Mapping[str, Any]] = field(default_factory=lambda: frozen_map(None))
     # space -> memory id -> {channel: the score completion gave that traced fused row}
     completed: Mapping[str, Mapping[str, Any]] = field(default_factory=lambda: frozen_map(None))
+    # space -> memory id -> {gap_days, proximity, term}: what query_timestamp's recency list
+    # added to that traced fused row
+    recency: Mapping[str, Mapping[str, Any]] = field(default_factory=lambda: frozen_map(None))
     failed_spaces: Mapping[str, str] = field(default_factory=lambda: frozen_map(None))
     tier: Tier | None = None
     escalation: EscalationTrace | None = None
@@ -111,6 +114,8 @@ class Trace:
                            for s, v in (get("boosts") or {}).items()}),
             completed=frozen({s: frozen({m: frozen(t) for m, t in v.items()})
                               for s, v in (get("completed") or {}).items()}),
+            recency=frozen({s: frozen({m: frozen(t) for m, t in v.items()})
+                            for s, v in (get("recency") or {}).items()}),
             failed_spaces=frozen(get("failed_spaces")),
             tier=None if get("tier") is None else Tier(b["tier"]),
             escalation=None if get("escalation") is None
@@ -133,4 +138,5 @@ class Trace:
 
 _FIELDS = tuple(Trace.__dataclass_fields__)
 _PER_SPACE = ("channels", "candidates")
-_MAPS = ("filters", "channels", "candidates", "boosts", "completed", "failed_spaces")
+_MAPS = ("filters", "channels", "candidates", "boosts", "completed", "recency",
+         "failed_spaces")

@@ -92,7 +92,9 @@ class CandidateLists:
     / ``person`` / ``reply``: amount}; :mod:`memory_core.fusion.boost`) to the trace's own
     ``boosts`` stage, and ``completed``, for the traced fused rows score completion scored,
     the score each channel that had not listed the row gave it (memory id -> {``dense`` /
-    ``keyword``: score}; ``fusion.complete``) to the ``completed`` stage; neither is part of
+    ``keyword``: score}; ``fusion.complete``) to the ``completed`` stage, and ``recency``, for
+    the traced fused rows the recency list holds, their ``gap_days``, ``proximity`` and the
+    ``term`` it added (``query_timestamp``) to the ``recency`` stage; none of them is part of
     this record's wire form, whose keys are list names."""
 
     lists: Mapping[str, tuple[TraceRow, ...]] = field(default_factory=lambda: frozen_map(None))
@@ -100,6 +102,7 @@ class CandidateLists:
     boosts: Mapping[str, Mapping[str, float]] = field(default_factory=lambda: frozen_map(None))
     completed: Mapping[str, Mapping[str, float]] = field(
         default_factory=lambda: frozen_map(None))
+    recency: Mapping[str, Mapping[str, float]] = field(default_factory=lambda: frozen_map(None))
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {k: _row_lists(v) for k, v in self.lists.items()}

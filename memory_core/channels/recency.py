@@ -58,9 +58,10 @@ def gap_days(m: Memory, now: datetime) -> float:
 
 
 def rank(store: Store, fused: Sequence[Candidate], now: datetime, half_life_days: float,
-         depth: int) -> list[Candidate]:
+         depth: int, gaps: dict[str, float] | None = None) -> list[Candidate]:
     """The top ``depth`` fused candidates ordered by :func:`proximity` to ``now`` (best first;
-    ties keep the fused order). Each candidate's score is its proximity."""
+    ties keep the fused order). Each candidate's score is its proximity; ``gaps``, when given,
+    receives each one's :func:`gap_days` (what the receipt shows beside the term)."""
     top = list(fused[:max(0, depth)])
     if not top:
         return []
@@ -70,7 +71,10 @@ def rank(store: Store, fused: Sequence[Candidate], now: datetime, half_life_days
         m = memories.get(rowid_of(c.memory_id))  # type: ignore[arg-type]
         if m is None:  # the fused list came from this store a moment ago
             raise LookupError(f"fused candidate {c.memory_id} is not in the store")
-        scored.append((proximity(gap_days(m, now), half_life_days), pos, c))
+        gap = gap_days(m, now)
+        if gaps is not None:
+            gaps[c.memory_id] = gap
+        scored.append((proximity(gap, half_life_days), pos, c))
     scored.sort(key=lambda t: (-t[0], t[1]))
     name = Channel.RECENCY.value
     return [Candidate(c.memory_id, score, i + 1, Channel.RECENCY, frozen_map({name: i + 1}),

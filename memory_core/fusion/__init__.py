@@ -11,7 +11,7 @@ from types import MappingProxyType
 
 from memory_core.config import FusionSpec
 from memory_core.fusion.rrf import rrf
-from memory_core.fusion.weighted import weighted_sum
+from memory_core.fusion.weighted import list_terms, weighted_sum
 from memory_core.types import Candidate
 
 Completed = Mapping[str, Mapping[str, float]]
@@ -36,3 +36,18 @@ def fuse(lists: Sequence[Sequence[Candidate]], spec: FusionSpec,
         raise ValueError(f"unknown fusion method {spec.method!r}; valid: "
                          f"{', '.join(FUSERS)}") from None
     return fuser(lists, spec, completed)
+
+
+def terms_of(lst: Sequence[Candidate], spec: FusionSpec) -> dict[str, float]:
+    """What one channel's list adds to the fused score of each memory it lists (a list that
+    completion does not touch): ``w * n(d)`` in the weighted sum, ``1 / (rrf_k + rank)`` in RRF.
+
+    Example:
+        >>> from memory_core.types import Channel
+        >>> rec = [Candidate("a", 0.5, 1, Channel.RECENCY)]
+        >>> terms_of(rec, FusionSpec(method="rrf", rrf_k=60))
+        {'a': 0.01639344262295082}
+    """
+    if spec.method == "rrf":
+        return {c.memory_id: 1.0 / (spec.rrf_k + c.rank) for c in lst}
+    return list_terms(lst, spec.weights, spec.norm)

@@ -5,7 +5,8 @@ then, over the *union* of every list:
 
     fused(d) = sum over channels L of  w_L * n_L(d)
     n_L(d)   = the normalised score of d in L, or, when L did not return d, the lowest
-               normalised score L returned (0 under min-max)
+               normalised score L returned (min-max, z-score), or 0 under the theoretical
+               min-max (every listed memory scores above it: the no-evidence floor)
 
 The floor for a missing memory matters under z-score: without it "not returned" would score
 0, the list's mean, which beats every below-average memory the channel *did* return. A
@@ -42,7 +43,7 @@ import math
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 
-from memory_core.fusion.normalize import Norm, normalized_values
+from memory_core.fusion.normalize import ABSENT, Norm, normalized_values, parse_norm
 from memory_core.fusion.provenance import merge_provenance
 from memory_core.types import Candidate, Channel, new_candidate
 
@@ -62,6 +63,35 @@ def _weight(weights: Mapping[str, float], channel: str) -> float:
     if not math.isfinite(w) or w < 0:
         raise ValueError(f"fusion weight of channel {channel!r} must be finite and >= 0, got {w}")
     return w
+
+
+def _normalised(lst: Sequence[Candidate], w: float, norm: Norm | str,
+                extra: Sequence[tuple[str, float]] = ()) -> tuple[float, dict[str, float], float]:
+    """One list's ``(weight, normalised score by memory id, floor)``; ``extra``: completed
+    ``(memory id, score)`` pairs normalised with it."""
+    absent = ABSENT[parse_norm(norm)]
+    ids = [c.memory_id for c in lst] + [m for m, _ in extra]
+    normed = normalized_values([c.score for c in lst] + [v for _, v in extra], norm, ids,
+                               lst[0].channel.value)
+    return w, dict(zip(ids, normed, strict=True)), min(normed) if absent is None else absent
+
+
+def list_terms(lst: Sequence[Candidate], weights: Mapping[str, float],
+               norm: Norm | str = Norm.MINMAX) -> dict[str, float]:
+    """What one channel's list adds to each memory it lists in :func:`weighted_sum` (``w_L *
+    n_L(d)``, for a list that completion does not touch, e.g. recency's), by memory id.
+
+    Example:
+        >>> from memory_core.types import Candidate, Channel
+        >>> rec = [Candidate("a", 1.0, 1, Channel.RECENCY),
+        ...        Candidate("b", 0.25, 2, Channel.RECENCY)]
+        >>> list_terms(rec, {"recency": 0.2}, "theoretical")
+        {'a': 0.2, 'b': 0.05}
+    """
+    if not lst:
+        return {}
+    w, scores, _ = _normalised(lst, _weight(weights, _channel_of(lst)), norm)
+    return {m: w * v for m, v in scores.items()}
 
 
 def weighted_sum(lists: Sequence[Sequence[Candidate]], weights: Mapping[str, float],
@@ -86,15 +116,12 @@ def weighted_sum(lists: Sequence[Sequence[Candidate]], weights: Mapping[str, flo
         if not lst:
             continue
         channel = _channel_of(lst)
-        w = _weight(weights, channel)
         listed = {c.memory_id for c in lst}
         # only the pool's memories (a completed score of anything else would move the scale),
         # in memory-id order, so z-score's sums do not depend on how the map was filled
         extra = sorted((m, float(s)) for m, s in (completed or {}).get(channel, {}).items()
                        if m in ranks and m not in listed)
-        ids = [c.memory_id for c in lst] + [m for m, _ in extra]
-        normed = normalized_values([c.score for c in lst] + [v for _, v in extra], norm, ids)
-        per_list.append((w, dict(zip(ids, normed, strict=True)), min(normed)))
+        per_list.append(_normalised(lst, _weight(weights, channel), norm, extra))
     # summed list by list in list order from int 0, as sum() over the lists does on the
     # Python this project pins (< 3.12; 3.12's sum() compensates rounding): the same floats
     fused: dict[str, float] = dict.fromkeys(ranks, 0)

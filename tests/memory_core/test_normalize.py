@@ -44,3 +44,12 @@ def test_normalize_rejects_unknown_norm_and_non_finite():
         normalize(_list([1.0]), "softmax")
     with pytest.raises(ValueError, match="non-finite"):
         normalize(_list([1.0, float("nan")]), "minmax")
+
+
+def test_theoretical_hand_computed_and_degenerate():
+    from memory_core.fusion.normalize import theoretical_scores
+    assert theoretical_scores([2.0, 4.0, 3.0]) == [0.5, 1.0, 0.75]
+    assert theoretical_scores([3.0, 3.0]) == [1.0, 1.0]          # a tie: every hit is the best
+    assert theoretical_scores([0.5, -0.2]) == [1.0, 0.0]          # below the floor: no evidence
+    assert theoretical_scores([-0.3, -0.1]) == [0.0, 0.0]         # no positive score at all
+    assert theoretical_scores([]) == []

@@ -82,3 +82,45 @@ def test_engine_retrieves_with_weighted_fusion(hash_embedder):
         resp = eng.retrieve(query="alpha", space_id="s", limit=3, receipt=True)
         assert resp.results and "alpha" in resp.results[0].content
         assert {r.content for r in resp.results} >= {"alpha beta", "alpha gamma epsilon"}
+
+
+def test_weighted_theoretical_hand_computed():
+    # theoretical min-max: s / max, floor 0. dense: a=1, b=0.5/0.9, c=0.1/0.9;
+    # keyword: c=1, d=0.5, b=2/12
+    fused = weighted_sum([DENSE, KW], {"dense": 1.0, "keyword": 2.0}, "theoretical")
+    scores = {c.memory_id: c.score for c in fused}
+    assert scores["a"] == pytest.approx(1.0)
+    assert scores["b"] == pytest.approx(0.5 / 0.9 + 2.0 * 2.0 / 12.0)
+    assert scores["c"] == pytest.approx(0.1 / 0.9 + 2.0 * 1.0)
+    assert scores["d"] == pytest.approx(2.0 * 0.5)
+    assert [c.memory_id for c in fused] == ["c", "a", "d", "b"]  # a, d tie at 1.0: best rank
+
+
+def test_a_channels_weakest_hit_scores_above_what_it_did_not_list():
+    """Issue 33: min-max maps a list's weakest hit to 0, the score of a memory the channel
+    never listed; and a list of equal scores maps every hit to 1.0 and, as its floor, every
+    memory it did not list too. Under the theoretical min-max neither happens."""
+    dense = _list([("x", 0.47), ("y", 0.46), ("h1", 0.45), ("h2", 0.44)], Channel.DENSE)
+    tied = _list([("h1", 3.3), ("h2", 3.3)], Channel.KEYWORD)
+    spread = _list([("h1", 3.3), ("h2", 2.0)], Channel.KEYWORD)
+    for kw in (tied, spread):
+        minmax = [c.memory_id for c in weighted_sum([dense, kw], {}, "minmax")]
+        theory = [c.memory_id for c in weighted_sum([dense, kw], {}, "theoretical")]
+        assert theory[:2] == ["h1", "h2"]
+        assert minmax[:2] != ["h1", "h2"]  # the defect it fixes
+    # a channel whose list is one tie: hits 1.0, what it did not list 0
+    fused = {c.memory_id: c.score for c in weighted_sum([dense, tied], {"dense": 0.0},
+                                                        "theoretical")}
+    assert fused == {"x": 0.0, "y": 0.0, "h1": 1.0, "h2": 1.0}
+
+
+def test_theoretical_completion_keeps_the_no_evidence_floor():
+    """A completed memory holding no query word takes 0, never a listed hit's score."""
+    dense = _list([("a", 0.8), ("b", 0.6)], Channel.DENSE)
+    kw = _list([("c", 4.0), ("d", 1.0)], Channel.KEYWORD)
+    done = {"dense": {"c": 0.4, "d": 0.2}, "keyword": {"a": 2.0}}  # b holds no query word
+    fused = {c.memory_id: c.score for c in weighted_sum([dense, kw], {}, "theoretical", done)}
+    assert fused["a"] == pytest.approx(1.0 + 0.5)
+    assert fused["b"] == pytest.approx(0.75 + 0.0)
+    assert fused["c"] == pytest.approx(0.5 + 1.0)
+    assert fused["d"] == pytest.approx(0.25 + 0.25)
