@@ -102,14 +102,15 @@ def check_members(members: Any, max_id_chars: int) -> Mapping[str, str]:
     return members
 
 
-_SPACE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}$")
+# a new space's id (the whole string: no trailing newline, which ``$`` alone would let in)
+SPACE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}$")
 
 
 def check_new_space(spec: EngineSpec, space_id: Any, description: Any, default: Any,
                     members: Any) -> Mapping[str, str]:
     """A new space's fields checked (422 on the first bad one); returns its members (the
     store's owner as ``owner`` when none are given)."""
-    if not isinstance(space_id, str) or not _SPACE_ID.match(space_id):
+    if not isinstance(space_id, str) or not SPACE_ID.fullmatch(space_id):
         raise invalid("invalid_space_id", "space_id must be 1-128 characters of letters, "
                       "digits, '_', '.', ':' or '-', starting with a letter or digit",
                       "space_id")

@@ -43,7 +43,7 @@ from typing import Any
 from memory_core.cli_args import (MODE_CHOICES, PROG, SELECTION_FIELDS, STORE_ENV, build_parser,
                                   check_args, split_modes)
 from memory_core.engine import MemoryEngine
-from memory_core.errors import MemoryCoreError, invalid, not_found
+from memory_core.errors import MemoryCoreError, conflict, not_found
 from memory_core.service import cli as service_cli
 from memory_core.types import RetrieveResponse
 
@@ -156,7 +156,7 @@ def _write(eng: MemoryEngine, args: argparse.Namespace) -> Mapping[str, Any] | N
             eng.create_space(args.space_id, description=args.description or "", members=members)
             created = True
         elif args.description is not None and args.description != existing.description:
-            raise invalid("space_exists", f"space {args.space_id!r} already exists with another "
+            raise conflict("space_exists", f"space {args.space_id!r} already exists with another "
                           "description; --description applies only when the space is created",
                           "description")
     memory_id = eng.write(content=content, **fields)

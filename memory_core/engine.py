@@ -24,7 +24,7 @@ from memory_core.channels.query_adapter import adapter_from_ref
 from memory_core.config import EngineSpec, RoutingSpec
 from memory_core.embed import Embedder, build_embedder
 from memory_core.engine_routing import RoutePlanner
-from memory_core.errors import MemoryCoreError, invalid, not_found
+from memory_core.errors import MemoryCoreError, conflict, invalid, not_found
 from memory_core.gc_pause import GC_PAUSE
 from memory_core.receipts import Receipt
 from memory_core.redact import Redactor
@@ -37,7 +37,7 @@ from memory_core.store import SqlFilter, Store, rowid_of
 from memory_core.times import Clock, format_instant, system_clock
 from memory_core.types import Memory, Mode, RetrieveResponse, Space, frozen_map
 from memory_core.validate import check_reserved as _check_reserved
-from memory_core.validate import check_text, text_problem
+from memory_core.validate import check_content, check_text, text_problem
 from memory_core.write import MAX_WRITE_TAGS, WRITE_FIELDS, Writer, split_text  # noqa: F401
 
 
@@ -133,7 +133,7 @@ class MemoryEngine:
         """Create a space. Without ``members`` the store's owner owns it."""
         members = access.check_new_space(self.spec, space_id, description, default, members)
         if self.store.get_space(space_id) is not None:
-            raise invalid("space_exists", f"space {space_id!r} already exists", "space_id")
+            raise conflict("space_exists", f"space {space_id!r} already exists", "space_id")
         space = Space(space_id, description, default, frozen_map(members),
                       format_instant(self.clock()))
         self.store.insert_space(space)
@@ -174,7 +174,7 @@ class MemoryEngine:
         """
         if route is not None or space_id is None:
             if isinstance(content, str):  # the router embeds it: checked first
-                check_text(content, "content", self.spec.limits.max_content_chars,
+                check_text(check_content(content), "content", self.spec.limits.max_content_chars,
                            limit_name="max_content_chars")
             if principal is not None:
                 check_text(principal, "principal", self.spec.limits.max_id_chars,

@@ -28,6 +28,7 @@ from memory_core.search import evidence_probe
 from memory_core.store import Store
 from memory_core.trace import RoutingTrace, SubjectRoute, Trace
 from memory_core.types import Mode, RetrieveRequest, SearchedEntry, Space, frozen_map
+from memory_core.validate import check_content
 
 Decided = tuple[RouteDecision | None, RouteReason | None, str, RoutingTrace]
 
@@ -186,8 +187,7 @@ class RoutePlanner:
         check_target(space_id, route)
         if route != "auto":
             raise invalid("invalid_choice", f"route must be 'auto'; got {route!r}", "route")
-        if not isinstance(content, str) or not content.strip():
-            raise invalid("empty_content", "content must be a non-empty string", "content")
+        content = check_content(content)
         req = RetrieveRequest(query=self.redactor.apply(content.strip()), route="auto",
                               max_targets=1, principal=principal)
         decision, failure, why, _ = self.decide(req, Role.DEVELOPER, self.router)

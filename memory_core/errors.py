@@ -15,6 +15,7 @@ class ErrorCode(str, Enum):
     NO_ROUTE_TARGET = "no_route_target"
     RESERVED_TAG = "reserved_tag"
     NOT_FOUND = "not_found"
+    CONFLICT = "conflict"  # the request clashes with what is stored (409: a taken space id)
     SEARCH_FAILED = "search_failed"  # every searched space failed (503; details per space)
     STORE_DAMAGED = "store_damaged"  # the store's SQLite file cannot be read (500)
 
@@ -25,6 +26,7 @@ _STATUS = {
     ErrorCode.NO_ROUTE_TARGET: 422,
     ErrorCode.RESERVED_TAG: 422,
     ErrorCode.NOT_FOUND: 404,
+    ErrorCode.CONFLICT: 409,
     ErrorCode.SEARCH_FAILED: 503,
     ErrorCode.STORE_DAMAGED: 500,
 }
@@ -65,8 +67,8 @@ class MemoryCoreError(CodedError):
     """A request the engine refuses.
 
     Attributes:
-        status: HTTP-style status (422 for invalid requests, 404 for a missing object, 503
-            when every searched space failed).
+        status: HTTP-style status (422 for invalid requests, 404 for a missing object, 409
+            for a clash with what is stored, 503 when every searched space failed).
         code: one of :class:`ErrorCode`.
         reason: a machine-readable sub-reason (``"unknown_field"``, ``"no_candidates"``, ...).
         message: a sentence for people.
@@ -95,6 +97,17 @@ def not_found(what: str, ident: str) -> MemoryCoreError:
     """Shorthand for a 404 ``not_found``."""
     return MemoryCoreError(ErrorCode.NOT_FOUND, f"{what}_missing",
                            f"{what} {ident!r} does not exist")
+
+
+def conflict(reason: str, message: str, field: str | None = None) -> MemoryCoreError:
+    """Shorthand for a 409 ``conflict``: the request is well formed, but what is stored
+    already holds what it would create (``space_exists``).
+
+    Example:
+        >>> conflict("space_exists", "space 'x' already exists", "space_id").status
+        409
+    """
+    return MemoryCoreError(ErrorCode.CONFLICT, reason, message, field)
 
 
 def store_damaged(path: str, cause: Exception) -> MemoryCoreError:

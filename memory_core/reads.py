@@ -50,11 +50,8 @@ def session_body(body: dict[str, Any], space_id: Any, session_id: Any, max_id_ch
         if name in body:
             raise invalid("unknown_field", f"session_context takes {name} as an argument "
                           "or not at all, not as a request field", name)
-    if not isinstance(session_id, str) or not session_id.strip():
-        raise invalid("wrong_type", "session_id must be a non-empty string", "session_id")
     check_text(session_id, "session_id", max_id_chars, limit_name="max_id_chars")
-    if not isinstance(space_id, str) or not space_id.strip():
-        raise invalid("wrong_type", "space_id must be a non-empty string", "space_id")
+    check_text(space_id, "space_id", max_id_chars, limit_name="max_id_chars")
     return body
 
 

@@ -48,9 +48,17 @@ def _bool(body: Mapping[str, Any], name: str, default: bool) -> bool:
     return value
 
 
+def as_integer(value: Any) -> Any:
+    """``value`` with an integral float as the integer it is (JSON has one number type:
+    ``5.0`` is the integer 5, as JSON Schema reads it); anything else unchanged."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
 def _int(body: Mapping[str, Any], name: str, default: int | None, lo: int, hi: int | None
          ) -> int | None:
-    value = body.get(name, default)
+    value = as_integer(body.get(name, default))
     if value is None:
         return default
     if isinstance(value, bool) or not isinstance(value, int):
@@ -108,8 +116,11 @@ def parse_request(body: Mapping[str, Any], spec: EngineSpec = EngineSpec(),
             raise invalid("unsupported_field", f"{name}: {feature} is not implemented yet", name)
 
     query = body.get("query")
+    if query is None:
+        raise invalid("missing_field", "query is required", "query")
     if not isinstance(query, str):
-        raise invalid("wrong_type", "query must be a string", "query")
+        raise invalid("wrong_type", f"query must be a string, got {type(query).__name__}",
+                      "query")
     if not query.strip():
         raise invalid("empty_query", "query must not be empty", "query")
     check_text(query, "query", spec.limits.max_query_chars, limit_name="max_query_chars")

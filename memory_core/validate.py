@@ -66,7 +66,7 @@ def check_text(value: Any, field: str, max_chars: int | None = None, *,
         raise invalid("wrong_type", f"{field} must be a string, got {type(value).__name__}",
                       field)
     if not allow_empty and not value.strip():
-        raise invalid("wrong_type", f"{field} must be a non-empty string", field)
+        raise invalid("empty_value", f"{field} must not be empty", field)
     if max_chars is not None and len(value) > max_chars:
         raise invalid("too_long", f"{field} is {len(value):,} characters; the limit "
                       f"{limit_name or 'max_chars'} is {max_chars:,}", field)
@@ -76,6 +76,27 @@ def check_text(value: Any, field: str, max_chars: int | None = None, *,
     if problem == "surrogate":
         raise invalid("invalid_text", f"{field} holds a lone surrogate (not valid Unicode "
                       "text)", field)
+    return value
+
+
+def check_content(value: Any, field: str = "content", where: str | None = None) -> str:
+    """A memory's ``content``: present (422 ``missing_field``), a string (``wrong_type``),
+    not blank (``empty_content``); ``where`` names it in the message (``items[0].content``).
+
+    Example:
+        >>> check_content(123, where="items[0].content")
+        Traceback (most recent call last):
+        ...
+        memory_core.errors.MemoryCoreError: 422 validation_error (wrong_type): items[0].content must be a string, got int
+    """  # noqa: E501 (a doctest's expected output is one line)
+    where = where or field
+    if value is None:
+        raise invalid("missing_field", f"{where} is required", field)
+    if not isinstance(value, str):
+        raise invalid("wrong_type", f"{where} must be a string, got {type(value).__name__}",
+                      field)
+    if not value.strip():
+        raise invalid("empty_content", f"{where} must not be empty", field)
     return value
 
 

@@ -24,8 +24,8 @@ from memory_core.redact import Redactor
 from memory_core.store import NewMemory, Store, rowid_of
 from memory_core.times import Clock, event_window, format_instant, normalize_instant
 from memory_core.types import Memory, MemoryType
-from memory_core.validate import (MAX_TAG_CHARS, check_clean, check_mapping, check_metadata,
-                                  check_reserved, check_text)
+from memory_core.validate import (MAX_TAG_CHARS, check_clean, check_content, check_mapping,
+                                  check_metadata, check_reserved, check_text)
 
 WRITE_FIELDS = ("content", "timestamp", "tags", "user_id", "agent_id", "session_id", "metadata",
                 "document_id", "scopes")
@@ -45,14 +45,16 @@ class Writer:
 
     def write_many(self, space_id: str, items: Sequence[Mapping[str, Any]]) -> list[str]:
         """Facts written in one transaction (the caller has authorised ``space_id``); every
-        item is checked before anything is stored. Returns one id per item: its first memory
-        (a long item becomes several memories that share its passage, ``write.split_max_chars``)."""
+        item is checked before anything is stored (an empty list is 422 ``empty_items``).
+        Returns one id per item: its first memory (a long item becomes several memories that
+        share its passage, ``write.split_max_chars``)."""
         if not isinstance(items, Sequence) or isinstance(items, str | bytes):
             raise invalid("wrong_type", "items must be a list of mappings", "items")
+        if not items:
+            raise invalid("empty_items", "items must hold at least one memory to write",
+                          "items")
         now = format_instant(self.clock())
         checked = [self.check_item(i, item, now) for i, item in enumerate(items)]
-        if not checked:
-            return []
         pieces = [(c, i, text) for c in checked
                   for i, text in enumerate(split_text(c["content"],
                                                       self.spec.write.split_max_chars))]
@@ -138,10 +140,7 @@ class Writer:
         if unknown:
             raise invalid("unknown_field", f"{where}: unknown field(s) {', '.join(unknown)}",
                           unknown[0])
-        content = item.get("content")
-        if not isinstance(content, str) or not content.strip():
-            raise invalid("empty_content", f"{where}.content must be a non-empty string",
-                          "content")
+        content = check_content(item.get("content"), where=f"{where}.content")
         check_text(content, "content", limits.max_content_chars, limit_name="max_content_chars")
         tags = item.get("tags") or ()
         if isinstance(tags, str) or not isinstance(tags, Sequence) or not all(

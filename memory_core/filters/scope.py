@@ -32,7 +32,7 @@ MAX_CLAUSE_PATHS = 8
 
 def check_scope_path(path: Any, field: str) -> str:
     """A valid scope path or 422 ``invalid_scope_path`` naming ``field``."""
-    if not isinstance(path, str) or len(path) > MAX_PATH_CHARS or not SCOPE_PATH.match(path):
+    if not isinstance(path, str) or len(path) > MAX_PATH_CHARS or not SCOPE_PATH.fullmatch(path):
         raise invalid("invalid_scope_path", f"{field}: a scope path is 1-{MAX_PATH_CHARS} "
                       "characters of '/'-separated non-empty segments (letters, digits, "
                       f"_ . : @ + -), got {path!r}", field)

@@ -30,14 +30,17 @@ from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic.json_schema import models_json_schema
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from memory_core.engine import MemoryEngine
 from memory_core.engine_routing import ROLES
-from memory_core.errors import MemoryCoreError, invalid, not_found
+from memory_core.errors import ErrorCode, MemoryCoreError, invalid, not_found
 from memory_core.service import models
 from memory_core.service.access import AccessLog, read_json
 from memory_core.service.errors import ServiceCode, ServiceError
 from memory_core.service.keys import KeyStore
+from memory_core.service.request_models import request_models
+from memory_core.types import Receipt
 
 T = TypeVar("T")
 log = logging.getLogger("memory_core.service")
@@ -101,6 +104,25 @@ class Service:
         who = receipt_request.get("principal") or self.engine.spec.owner
         return who == principal
 
+    def own_receipt(self, receipt_id: str, principal: str, what: str,
+                    space_id: str | None = None) -> Receipt:
+        """The receipt (or trace) ``receipt_id`` if ``principal``'s own request left it and,
+        given ``space_id``, searched that space; otherwise 404 ``<what>_missing``: one status,
+        code and message whether it does not exist or belongs to someone else."""
+        try:
+            found: Receipt | None = self.engine.get_receipt(receipt_id)
+        except MemoryCoreError as exc:
+            if exc.code is not ErrorCode.NOT_FOUND:
+                raise
+            found = None
+        if found is not None and space_id is not None:
+            spaces = {found.request.get("space_id")} | {
+                s.space_id for s in (found.searched or ())}
+            found = found if space_id in spaces else None
+        if found is None or not self.may_see_receipt(found.request, principal):
+            raise not_found(what, receipt_id)
+        return found
+
 
 def with_principal(body: Any, principal: str) -> dict[str, Any]:
     """The request body acting as ``principal``; a different ``principal`` in it is 403."""
@@ -140,13 +162,16 @@ def create_app(engine: MemoryEngine, keys: KeyStore,
         request.scope.setdefault("state", {})["principal"] = who
         return who
 
-    app.include_router(routes_v1.router(svc, principal))
-    app.include_router(routes_agent.router(svc, principal))
+    routers = (routes_v1.router(svc, principal), routes_agent.router(svc, principal))
+    for api in routers:
+        app.include_router(api)
 
     @app.get("/healthz", tags=["service"], responses={200: {"description": "the service runs"}})
     async def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
+    # every route with its full path, for a 405's Allow header
+    app.state.served_routes = (*app.router.routes, *(r for api in routers for r in api.routes))
     _handlers(app)
     app.add_middleware(AccessLog)
     app.openapi = functools.partial(_openapi, app)  # type: ignore[method-assign]
@@ -181,7 +206,10 @@ def _handlers(app: FastAPI) -> None:
             exc.status_code, ServiceCode.VALIDATION_ERROR)
         reason = {404: "no_route", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
         body = {"code": code.value, "reason": reason, "message": str(exc.detail)}
-        return _error(exc.status_code, body, getattr(exc, "headers", None))
+        headers = dict(getattr(exc, "headers", None) or {})
+        if exc.status_code == 405:  # every method the path serves, not the first route's
+            headers["Allow"] = _allowed_methods(request)
+        return _error(exc.status_code, body, headers or None)
 
     @app.exception_handler(Exception)
     async def unexpected(request: Request, exc: Exception) -> JSONResponse:
@@ -194,15 +222,37 @@ def _handlers(app: FastAPI) -> None:
         ).to_dict())
 
 
+def _allowed_methods(request: Request) -> str:
+    """The ``Allow`` header of a 405: the methods of every route whose path matches (Starlette
+    names only the first such route's, so ``OPTIONS /v1/spaces`` said ``GET`` without
+    ``POST``)."""
+    methods: set[str] = set()
+    for route in request.app.state.served_routes:
+        match, _ = route.matches(request.scope)
+        if match is not Match.NONE:
+            methods |= set(getattr(route, "methods", None) or ())
+    return ", ".join(sorted(methods))
+
+
 def _openapi(app: FastAPI) -> dict[str, Any]:
-    """FastAPI's schema plus the request-body models the routes read as raw JSON."""
+    """FastAPI's schema plus the request-body models the routes read as raw JSON, built from
+    the served engine (its limits and modes: :func:`.request_models.request_models`), and the
+    path parameters the engine validates (``context_id``, ``session_id``) constrained alike."""
     if app.openapi_schema is None:
         schema = get_openapi(title=app.title, version=app.version, summary=app.summary,
                              description=app.description, routes=app.routes)
-        _, defs = models_json_schema([(m, "validation") for m in models.REQUEST_MODELS],
+        engine = app.state.service.engine
+        bodies = request_models(engine.spec, engine.available_modes)
+        _, defs = models_json_schema([(m, "validation") for m in bodies.models()],
                                      ref_template="#/components/schemas/{model}")
-        schema.setdefault("components", {}).setdefault("schemas", {}).update(
-            defs.get("$defs", {}))
+        components = schema.setdefault("components", {}).setdefault("schemas", {})
+        components.update(defs.get("$defs", {}))
+        components.update(bodies.defs)
+        for item in schema.get("paths", {}).values():
+            for operation in item.values():
+                for param in operation.get("parameters", ()):
+                    if param.get("in") == "path" and param["name"] in bodies.path_parameters:
+                        param["schema"] = bodies.path_parameters[param["name"]]
         app.openapi_schema = schema
     return app.openapi_schema
 
@@ -217,6 +267,7 @@ def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
     """OpenAPI ``responses`` entries for error statuses (always 401 and 422 too)."""
     what = {401: "no key or an unknown key", 403: "the principal may not do this",
             404: "no such object (or one the principal may not read)",
+            409: "conflict: the request clashes with what is stored (a space id taken)",
             413: "the body is over the size limit",
             422: "the engine's validation_error / route_conflict / no_route_target / "
                  "reserved_tag, or a body that is not JSON",

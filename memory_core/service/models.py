@@ -2,10 +2,12 @@
 
 They are generated from the engine's own declarations so the two cannot drift:
 
-- :data:`RetrieveBody` has exactly the fields of :data:`memory_core.request.FIELDS`, typed by
-  :data:`FIELD_TYPES` (a field the engine gains without an entry there is typed ``Any`` and
-  fails ``tests/service/test_models.py``, which names it);
-- :data:`WriteItem` has exactly :data:`memory_core.engine.WRITE_FIELDS`;
+- the request bodies (:mod:`.request_models`): :data:`RetrieveBody` has exactly the fields of
+  :data:`memory_core.request.FIELDS`, typed by :data:`FIELD_TYPES` (a field the engine gains
+  without an entry there is typed ``Any`` and fails ``tests/service/test_models.py``, which
+  names it), :data:`WriteItem` exactly :data:`memory_core.engine.WRITE_FIELDS`, each field
+  constrained by the engine's own limits (the module-level models are those of the default
+  settings; the served schema is built from the served engine's);
 - :data:`ResultBody` has exactly the fields of :class:`memory_core.types.Result`, typed from its
   annotations; :data:`HitBody` is the same in camelCase; :data:`MemoryBody` has the fields of
   :class:`memory_core.types.Memory` less the store's bookkeeping (:data:`MEMORY_INTERNAL`);
@@ -13,6 +15,8 @@ They are generated from the engine's own declarations so the two cannot drift:
 
 The engine validates every request itself (the service passes the raw JSON through), so an
 error is always the engine's ``code``/``reason``; these models document, they do not gate.
+A request the schema allows is one the engine accepts, but for the rules JSON Schema cannot
+state (:data:`memory_core.service.request_models.UNSTATED`).
 """
 
 from __future__ import annotations
@@ -22,132 +26,32 @@ import typing
 from collections import abc
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic import BaseModel, Field, create_model
 
-from memory_core.engine import WRITE_FIELDS
+from memory_core.config import EngineSpec
 from memory_core.engine_routing import ROLES
-from memory_core.request import FIELDS, ROUTES, TAGS_MATCH
-from memory_core.service.wire import agent_fields, to_camel
-from memory_core.types import (BlockOrder, Include, Memory, MemoryType, Mode, Result, Retrieval,
-                               ScopeView, Tier)
+from memory_core.service.request_models import field_types, request_models
+from memory_core.service.wire import to_camel
+from memory_core.types import Memory, Mode, Result, Tier
 
-# Literals built at run time from the engine's tuples (one source for the values); a type
-# checker cannot read them, so they are declared Any
+# a Literal built at run time from the engine's tuple (one source for the values); a type
+# checker cannot read it, so it is declared Any
 Role: Any = Literal[ROLES]  # type: ignore[valid-type]
-Route: Any = Literal[ROUTES]  # type: ignore[valid-type]
-TagsMatch: Any = Literal[TAGS_MATCH]  # type: ignore[valid-type]
 
-# request field -> (type, Field(...)); every field is optional on the wire except ``query``
-FIELD_TYPES: dict[str, tuple[Any, Any]] = {
-    "query": (str, Field(..., description="the question")),
-    "space_id": (str | None, Field(None, description="read this space (or give route)")),
-    "route": (Route | None, Field(None, description="'auto': the router picks the spaces")),
-    "limit": (int | None, Field(None, description="results, 1-50 (default 10)")),
-    "min_score": (float | None, Field(None, description="drop results scored below")),
-    "mode": (Mode | None, Field(None)),
-    "format": (Literal["block"] | None, Field(None)),
-    "context_max_tokens": (int | None, Field(None)),
-    "block_order": (BlockOrder | None, Field(None)),
-    "expand_query": (bool | None, Field(None)),
-    "prefer_observations": (bool | None, Field(None)),
-    "include_source": (bool | None, Field(None)),
-    "source_max_tokens": (int | None, Field(None)),
-    "memory_types": (list[MemoryType] | None, Field(None)),
-    "as_of": (str | None, Field(None, description="ISO 8601 instant")),
-    "query_timestamp": (str | None, Field(None, description="ISO 8601 instant")),
-    "occurred_after": (str | None, Field(None, description="ISO 8601 instant")),
-    "occurred_before": (str | None, Field(None, description="ISO 8601 instant")),
-    "tags": (list[str] | None, Field(None)),
-    "tags_match": (TagsMatch | None, Field(None)),
-    "tag_groups": (list[dict[str, Any]] | None, Field(None)),
-    "user_id": (str | None, Field(None)),
-    "agent_id": (str | None, Field(None)),
-    "session_id": (str | None, Field(None)),
-    "receipt": (bool | None, Field(None)),
-    "max_targets": (int | None, Field(None)),
-    "fallback_space_id": (str | None, Field(None)),
-    "principal": (str | None, Field(None, description="must be the key's principal if given")),
-    "channels": (Retrieval | None, Field(None)),
-    "include": (Include | None, Field(None)),
-    "include_duplicates": (bool | None, Field(None)),
-    "lens": (list[list[str]] | None, Field(None)),
-    "context_hits": (bool | None, Field(None)),
-    "labels": (list[str] | None, Field(None, description="descriptor labels, every one carried")),
-    "scope_view": (ScopeView | None, Field(None, description="strict | crossTeam | merged")),
-}
-_UNTYPED = (Any, Field(None, description="untyped: add this field to models.FIELD_TYPES"))
-
-
-def _forbid(name: str, fields: dict[str, tuple[Any, Any]], doc: str) -> type[BaseModel]:
-    model = create_model(name, __config__=ConfigDict(extra="forbid"), **fields)  # type: ignore
-    model.__doc__ = doc
-    return model
-
-
-RetrieveBody = _forbid(
-    "RetrieveBody", {f: FIELD_TYPES.get(f, _UNTYPED) for f in FIELDS},
-    "The request body of MemoryEngine.retrieve (DESIGN.md: request fields).")
-
-
-def _agent_type(engine_field: str) -> tuple[Any, Any]:
-    if engine_field == "limit":
-        return int | None, Field(None, description="results (default 10; above 50: 50)")
-    return FIELD_TYPES.get(engine_field, _UNTYPED)
-
-
-_AGENT = agent_fields()
-AgentQueryBody = _forbid(
-    "AgentQueryBody", {camel: _agent_type(f) for camel, f in _AGENT.items()},
-    "The agent-memory API's query body: the retrieve fields in camelCase, k for limit.")
-AgentDocumentsBody = _forbid(
-    "AgentDocumentsBody", {camel: _agent_type(f) for camel, f in _AGENT.items()
-                           if f != "include"},
-    "documents/query: the query body without include (the route returns passages).")
-
-
-def _write_type(name: str) -> tuple[Any, Any]:
-    types: dict[str, Any] = {"content": (str, Field(...)), "metadata": (dict[str, Any] | None,
-                                                                          Field(None)),
-                             "tags": (list[str] | None, Field(None)),
-                             "scopes": (list[str] | None, Field(None))}
-    return types.get(name, (str | None, Field(None)))
-
-
-WriteItem = _forbid("WriteItem", {f: _write_type(f) for f in WRITE_FIELDS},
-                    "One memory to write (MemoryEngine.write_many's item).")
-
-
-class WriteBody(BaseModel):
-    """``POST /v1/spaces/{space_id}/memories``: one transaction."""
-
-    model_config = ConfigDict(extra="forbid")
-    items: list[WriteItem]  # type: ignore[valid-type]
-
-
-RoutedWriteBody = _forbid(
-    "RoutedWriteBody", {"route": (Route | None, Field(None)),
-                        "space_id": (str | None, Field(None)),
-                        **{f: _write_type(f) for f in WRITE_FIELDS}},
-    "POST /v1/memories: one memory, filed by route='auto' or into space_id.")
-
-
-class ObserveBody(BaseModel):
-    """``POST /v1/spaces/{space_id}/observations``: a note built from facts."""
-
-    model_config = ConfigDict(extra="forbid")
-    content: str
-    source_ids: list[str]
-    tags: list[str] | None = None
-
-
-class SpaceCreate(BaseModel):
-    """``POST /v1/spaces``. The caller is always an owner of the space it creates."""
-
-    model_config = ConfigDict(extra="forbid")
-    space_id: str
-    description: str = ""
-    default: bool = False
-    members: dict[str, Role] | None = None  # type: ignore[valid-type]
+# The request bodies for an engine with the default settings; the app's /openapi.json is built
+# from the engine it serves (request_models.request_models(engine.spec, engine.available_modes))
+_DEFAULT = request_models()
+FIELD_TYPES = field_types(EngineSpec(), tuple(Mode))
+RetrieveBody = _DEFAULT.RetrieveBody
+ContextBody = _DEFAULT.ContextBody
+AgentQueryBody = _DEFAULT.AgentQueryBody
+AgentSessionBody = _DEFAULT.AgentSessionBody
+AgentDocumentsBody = _DEFAULT.AgentDocumentsBody
+WriteItem = _DEFAULT.WriteItem
+WriteBody = _DEFAULT.WriteBody
+RoutedWriteBody = _DEFAULT.RoutedWriteBody
+ObserveBody = _DEFAULT.ObserveBody
+SpaceCreate = _DEFAULT.SpaceCreate
 
 
 class SpaceOut(BaseModel):
@@ -316,6 +220,4 @@ class ErrorBody(BaseModel):
     field: str | None = None
 
 
-REQUEST_MODELS: tuple[type[BaseModel], ...] = (
-    RetrieveBody, AgentQueryBody, AgentDocumentsBody, WriteBody, RoutedWriteBody, ObserveBody,
-    SpaceCreate)
+REQUEST_MODELS: tuple[type[BaseModel], ...] = _DEFAULT.models()

@@ -20,11 +20,14 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 
-from memory_core.errors import MemoryCoreError, not_found
+from memory_core.errors import MemoryCoreError
 from memory_core.service import compat, models, wire
 from memory_core.service.app import Service, body_spec, errors
 from memory_core.service.errors import ServiceCode, ServiceError
 from memory_core.types import Include, RetrieveResponse
+
+# engine fields the routes take from the path, by the path parameter's name
+PATH_FIELDS = {"space_id": "context_id", "session_id": "session_id"}
 
 
 def router(svc: Service, principal: Callable[..., Any]) -> APIRouter:
@@ -42,8 +45,8 @@ def router(svc: Service, principal: Callable[..., Any]) -> APIRouter:
     async def call(fn: Callable[..., RetrieveResponse], *args: Any) -> RetrieveResponse:
         try:
             return await svc.gate.run(fn, *args)
-        except MemoryCoreError as exc:
-            raise wire.renamed(exc) from None
+        except MemoryCoreError as exc:  # named as this API names it (the path's names too)
+            raise wire.renamed(exc, PATH_FIELDS) from None
 
     @api.post("/query", response_model=None, openapi_extra=body_spec(models.AgentQueryBody),
               responses={200: {"model": models.AgentQueryResponse}, **errors(404, 413)})
@@ -60,7 +63,7 @@ def router(svc: Service, principal: Callable[..., Any]) -> APIRouter:
         return JSONResponse(wire.context_response(await call(eng.retrieve_context, body)))
 
     @api.post("/sessions/{session_id}/context", response_model=None,
-              openapi_extra=body_spec(models.AgentQueryBody),
+              openapi_extra=body_spec(models.AgentSessionBody),
               responses={200: {"model": models.AgentContextResponse}, **errors(404, 413)})
     async def session(context_id: str, session_id: str, request: Request,
                       p: str = who) -> JSONResponse:
@@ -84,12 +87,9 @@ def router(svc: Service, principal: Callable[..., Any]) -> APIRouter:
     @api.get("/traces/{trace_id}", response_model=None,
              responses={200: {"model": models.TraceBody}, **errors(404)})
     async def trace(context_id: str, trace_id: str, p: str = who) -> JSONResponse:
-        """A trace of a request the caller made in this space (404 otherwise)."""
-        found = await svc.gate.run(eng.get_receipt, trace_id)
-        spaces = {found.request.get("space_id")} | {
-            s.space_id for s in (found.searched or ())}
-        if not svc.may_see_receipt(found.request, p) or context_id not in spaces:
-            raise not_found("trace", trace_id)
+        """A trace of a request the caller made in this space; 404 ``trace_missing``
+        otherwise, the same answer for a missing trace and for one the caller may not see."""
+        found = await svc.gate.run(svc.own_receipt, trace_id, p, "trace", context_id)
         return JSONResponse(wire.trace_body(found))
 
     @api.post("/chat", response_model=None, responses={501: {"model": models.ErrorBody},

@@ -23,7 +23,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 
 from memory_core.engine import WRITE_FIELDS
-from memory_core.errors import invalid, not_found
+from memory_core.errors import invalid
 from memory_core.service import models
 from memory_core.service.app import Service, body_spec, errors, with_principal
 from memory_core.types import Memory, Space
@@ -76,7 +76,7 @@ def router(svc: Service, principal: Callable[..., Any]) -> APIRouter:
         resp = await svc.gate.run(eng.retrieve, body)
         return JSONResponse(resp.to_dict())
 
-    @api.post("/context", response_model=None, openapi_extra=body_spec(models.RetrieveBody),
+    @api.post("/context", response_model=None, openapi_extra=body_spec(models.ContextBody),
               responses={200: {"model": models.ContextResponseBody}, **errors(403, 404, 413)})
     async def context(request: Request, p: str = who) -> JSONResponse:
         """The prompt-ready block (``MemoryEngine.get_context``) with its trace id."""
@@ -90,10 +90,9 @@ def router(svc: Service, principal: Callable[..., Any]) -> APIRouter:
     @api.get("/receipts/{receipt_id}", response_model=None,
              responses={200: {"model": models.ReceiptBody}, **errors(404)})
     async def receipt(receipt_id: str, p: str = who) -> JSONResponse:
-        """A receipt or trace the caller's own request made (404 for anyone else's)."""
-        found = await svc.gate.run(eng.get_receipt, receipt_id)
-        if not svc.may_see_receipt(found.request, p):
-            raise not_found("receipt", receipt_id)
+        """A receipt or trace the caller's own request made; 404 ``receipt_missing``
+        otherwise, the same answer for a missing one and for anyone else's."""
+        found = await svc.gate.run(svc.own_receipt, receipt_id, p, "receipt")
         return JSONResponse(found.to_dict())
 
     @api.get("/spaces", response_model=None, responses={200: {"model": models.SpaceList},
@@ -105,7 +104,7 @@ def router(svc: Service, principal: Callable[..., Any]) -> APIRouter:
 
     @api.post("/spaces", status_code=201, response_model=None,
               openapi_extra=body_spec(models.SpaceCreate),
-              responses={201: {"model": models.SpaceOut}, **errors(413)})
+              responses={201: {"model": models.SpaceOut}, **errors(409, 413)})
     async def create_space(request: Request, p: str = who) -> JSONResponse:
         """Create a space; the caller is one of its owners (``members`` adds others)."""
         body = _fields(await svc.body(request), SPACE_FIELDS)

@@ -14,15 +14,17 @@ gains is accepted here under its camelCase name without an edit; ``k`` stands fo
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
 from memory_core.errors import MemoryCoreError, invalid
-from memory_core.request import FIELDS
+from memory_core.request import FIELDS, as_integer
 from memory_core.types import ContextHit, Receipt, RetrieveResponse
 
 K_DEFAULT = 10   # seed 004: k defaults to 10
 K_CAP = 50       # seed 004: k above 50 is capped, not refused
+K_MIN = 1
 # engine fields the agent API sets itself (path, key) or does not offer (routing)
 NOT_IN_AGENT_BODY = ("space_id", "route", "principal", "limit", "max_targets",
                      "fallback_space_id")
@@ -51,8 +53,8 @@ def agent_body(body: Any, fixed: Mapping[str, Any] | None = None) -> dict[str, A
 
     ``fixed``: engine fields the route sets (``include`` for ``documents/query``); giving one
     of them in the body is 422 ``unknown_field``. Unknown names are 422 ``unknown_field`` naming
-    the camelCase field; ``k`` is capped at :data:`K_CAP` (a non-integer ``k`` is left for the
-    engine to refuse as ``limit``, reported under ``k``).
+    the camelCase field; ``k`` is an integer of at least :data:`K_MIN` (422 ``wrong_type`` /
+    ``out_of_range`` naming ``k``), capped at :data:`K_CAP`.
     """
     if not isinstance(body, Mapping):
         raise invalid("wrong_type", "a request must be a JSON object of fields")
@@ -64,20 +66,59 @@ def agent_body(body: Any, fixed: Mapping[str, Any] | None = None) -> dict[str, A
         raise invalid("unknown_field", f"unknown request field(s): {', '.join(unknown)}",
                       unknown[0])
     out = {names[k]: v for k, v in body.items()}
-    k = out.pop("limit", None)
-    if isinstance(k, int) and not isinstance(k, bool) and k > K_CAP:
-        k = K_CAP
-    out["limit"] = K_DEFAULT if k is None else k
+    k = as_integer(out.pop("limit", None))
+    if k is not None:
+        if isinstance(k, bool) or not isinstance(k, int):
+            raise invalid("wrong_type", f"k must be an integer, got {type(k).__name__}", "k")
+        if k < K_MIN:
+            raise invalid("out_of_range", f"k must be >= {K_MIN} (above {K_CAP}: {K_CAP}), "
+                          f"got {k}", "k")
+    out["limit"] = K_DEFAULT if k is None else min(k, K_CAP)
     out.update(fixed)
     return out
 
 
-def renamed(err: MemoryCoreError) -> MemoryCoreError:
-    """The engine's error with its ``field`` in the agent API's name (``limit`` -> ``k``)."""
-    if err.field is None:
-        return err
-    field = "k" if err.field == "limit" else to_camel(err.field)
-    out = MemoryCoreError(err.code, err.reason, err.message, field)
+def wire_names(path: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Engine field -> the agent API's name for it: the body's camelCase (``limit`` -> ``k``),
+    and ``path``'s names for the fields a route takes from its path (``space_id`` ->
+    ``context_id``)."""
+    names = {engine: wire for wire, engine in agent_fields().items()}
+    return {**names, **(path or {})}
+
+
+# a value quoted in a message (``got 'as_of'``) is the caller's text: never renamed
+_QUOTED = re.compile(r"""(?<!\w)('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")(?!\w)""")
+
+
+def wire_message(message: str, names: Mapping[str, str]) -> str:
+    """``message`` with each engine field name it mentions in its wire name. Names are renamed
+    as whole words outside quoted values; ``limit`` only where it names the field (the
+    engine's prose says "the limit max_id_chars", which stays).
+
+    Example:
+        >>> wire_message("as_of must be an ISO-8601 instant, got 'as_of'",
+        ...              {"as_of": "asOf", "limit": "k"})
+        "asOf must be an ISO-8601 instant, got 'as_of'"
+        >>> wire_message("tags: at most 50 tags (limit max_flat_tags)", {"limit": "k"})
+        'tags: at most 50 tags (limit max_flat_tags)'
+    """
+    changed = {engine: wire for engine, wire in names.items() if engine != wire}
+    if not changed:
+        return message
+    words = "|".join(re.escape(n) for n in sorted(changed, key=len, reverse=True))
+    name = re.compile(rf"(?<![\w.])({words})(?!\w)(?!\s+max_)")
+    parts = _QUOTED.split(message)
+    return "".join(part if i % 2 else name.sub(lambda m: changed[m.group(1)], part)
+                   for i, part in enumerate(parts))
+
+
+def renamed(err: MemoryCoreError, path: Mapping[str, str] | None = None) -> MemoryCoreError:
+    """The engine's error in the agent API's names: its ``field`` and the field names its
+    message mentions (:func:`wire_names`; ``path``: the fields the route's path gives)."""
+    names = wire_names(path)
+    field = None if err.field is None else names.get(err.field, to_camel(err.field))
+    out = MemoryCoreError(err.code, err.reason, wire_message(err.message, names), field,
+                          err.details)
     out.status = err.status  # codes the engine adds later keep their own status
     return out
 

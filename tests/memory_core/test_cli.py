@@ -120,7 +120,7 @@ def test_write_to_missing_space_or_store_is_an_error(cli, store, filled, tmp_pat
 def test_description_of_existing_space_is_not_silently_ignored(cli, store, filled):
     code, out, err = cli("write", "--store", store, "--space", "payments", "--create-space",
                          "--description", "Something else", "x")
-    assert code == 1 and "error: validation_error/space_exists: " in err
+    assert code == 1 and "error: conflict/space_exists: " in err
 
 
 # -- flags ------------------------------------------------------------------------------------

@@ -66,6 +66,9 @@ def _nest(depth: int) -> dict:
 BAD_READS = [  # (principal, body, expected reason): every 422 reason of retrieve
     ("alice", {**Q, "bogus": 1}, "unknown_field"),
     ("alice", {**Q, "query": 5}, "wrong_type"),
+    ("alice", {"space_id": "pay"}, "missing_field"),
+    ("alice", {**Q, "query": None}, "missing_field"),
+    ("alice", {**Q, "user_id": " "}, "empty_value"),
     ("alice", {**Q, "query": "   "}, "empty_query"),
     ("alice", {**Q, "route": "auto"}, "both"),
     ("alice", {"query": "q"}, "neither"),
@@ -125,6 +128,12 @@ def test_every_422_reason_of_the_python_api_comes_through_http(service, principa
 BAD_WRITES = [  # (path, body, expected code, expected reason)
     ("/v1/spaces/pay/memories", {"items": [{"content": ""}]}, "validation_error",
      "empty_content"),
+    ("/v1/spaces/pay/memories", {"items": [{"content": 123}]}, "validation_error",
+     "wrong_type"),
+    ("/v1/spaces/pay/memories", {"items": [{"tags": ["a:b"]}]}, "validation_error",
+     "missing_field"),
+    ("/v1/spaces/pay/memories", {"items": []}, "validation_error", "empty_items"),
+    ("/v1/memories", {"route": "auto", "content": 123}, "validation_error", "wrong_type"),
     ("/v1/spaces/pay/memories", {"items": [{"content": "x", "mood": "happy"}]},
      "validation_error", "unknown_field"),
     ("/v1/spaces/pay/memories", {"items": "x"}, "validation_error", "wrong_type"),
@@ -136,7 +145,6 @@ BAD_WRITES = [  # (path, body, expected code, expected reason)
     ("/v1/spaces/pay/observations", {"content": "note", "source_ids": ["mem_999999"]},
      "validation_error", "unknown_source"),
     ("/v1/spaces", {"space_id": "no spaces allowed"}, "validation_error", "invalid_space_id"),
-    ("/v1/spaces", {"space_id": "pay"}, "validation_error", "space_exists"),
     ("/v1/spaces", {"space_id": "x1", "members": {"bob": "admin"}}, "validation_error",
      "invalid_members"),
     ("/v1/memories", {"content": "x"}, "route_conflict", "neither"),
@@ -144,7 +152,7 @@ BAD_WRITES = [  # (path, body, expected code, expected reason)
 
 
 @pytest.mark.parametrize("path, body, code, reason", BAD_WRITES,
-                         ids=[r for _, _, _, r in BAD_WRITES])
+                         ids=[f"{r}-{i}" for i, (_, _, _, r) in enumerate(BAD_WRITES)])
 def test_refused_writes_are_422_with_the_engine_reason_and_store_nothing(service, path, body,
                                                                          code, reason):
     with service.client("alice") as c:
@@ -156,6 +164,20 @@ def test_refused_writes_are_422_with_the_engine_reason_and_store_nothing(service
         hits = c.post("/v1/retrieve", json={"query": "x note", "space_id": "pay",
                                             "limit": 50}).json()["results"]
     assert not any(h["content"] in ("x", "note") for h in hits)
+
+
+def test_a_space_id_already_taken_is_a_409_conflict_that_changes_nothing(service):
+    # space ids are one namespace: an id is taken for everyone, the owner or not
+    for who, taken in (("alice", "pay"), ("eve", "carol-notes")):
+        with service.client(who) as c:
+            before = c.get("/v1/spaces").json()
+            r = c.post("/v1/spaces", json={"space_id": taken, "description": "mine now"})
+            assert r.status_code == 409, r.text
+            assert r.json() == {"code": "conflict", "reason": "space_exists", "field":
+                                "space_id", "message": f"space {taken!r} already exists"}
+            assert c.get("/v1/spaces").json() == before
+    with service.client("carol") as c:
+        assert c.get("/v1/spaces/carol-notes").json()["description"] == "Carol's notes"
 
 
 # -- auth --------------------------------------------------------------------------------------
@@ -249,6 +271,59 @@ def test_receipts_and_memories_by_id_stay_with_their_principal(service):
             assert "secret" not in got.text
 
 
+def _same_answer(hidden: httpx.Response, absent: httpx.Response, hidden_id: str,
+                 absent_id: str) -> None:
+    """One status, one code, one reason, one message (but for the id it names)."""
+    assert hidden.status_code == absent.status_code == 404
+    h, a = hidden.json(), absent.json()
+    assert h["message"].replace(hidden_id, "X") == a["message"].replace(absent_id, "X")
+    assert {**h, "message": ""} == {**a, "message": ""}
+    assert "secret" not in hidden.text.lower()
+
+
+def test_what_one_may_not_see_answers_exactly_like_what_is_absent(service):
+    with service.client("carol") as c:
+        r = c.post("/v1/retrieve", json={"query": "launch", "space_id": "carol-notes",
+                                         "receipt": True}).json()
+        elsewhere = c.post("/v1/retrieve", json={"query": "notes", "space_id": "carol-notes"}
+                           ).json()["trace_id"]
+    mid, receipt, trace = r["results"][0]["memory_id"], r["receipt_id"], r["trace_id"]
+    fake = "rcpt_00000000000000000000000000000000"
+    with service.client("alice") as c:
+        for path, ident in ((f"/v1/receipts/{receipt}", receipt),
+                            (f"/v1/receipts/{trace}", trace)):
+            _same_answer(c.get(path), c.get(f"/v1/receipts/{fake}"), ident, fake)
+        for space in ("carol-notes", "pay"):  # carol's trace, asked in her space or in alice's
+            _same_answer(c.get(f"/api/v1/{space}/traces/{trace}"),
+                         c.get(f"/api/v1/{space}/traces/{fake}"), trace, fake)
+            assert c.get(f"/api/v1/{space}/traces/{fake}").json()["reason"] == "trace_missing"
+        _same_answer(c.get(f"/v1/memories/{mid}"), c.get("/v1/memories/mem_999999"), mid,
+                     "mem_999999")
+        _same_answer(c.get("/v1/spaces/carol-notes"), c.get("/v1/spaces/no-such"),
+                     "carol-notes", "no-such")
+        for method, path, body in (
+                ("POST", "/v1/retrieve", {"query": "secret", "space_id": "{s}"}),
+                ("POST", "/v1/context", {"query": "secret", "space_id": "{s}"}),
+                ("POST", "/v1/retrieve", {"query": "secret", "route": "auto",
+                                          "fallback_space_id": "{s}"}),
+                ("POST", "/v1/memories", {"space_id": "{s}", "content": "x"}),
+                ("POST", "/v1/spaces/{s}/memories", {"items": [{"content": "x"}]}),
+                ("POST", "/v1/spaces/{s}/observations", {"content": "x",
+                                                         "source_ids": [mid]}),
+                ("POST", "/api/v1/{s}/query", {"query": "secret"}),
+                ("POST", "/api/v1/{s}/context", {"query": "secret"}),
+                ("POST", "/api/v1/{s}/sessions/s1/context", {"query": "secret"}),
+                ("POST", "/api/v1/{s}/documents/query", {"query": "secret"})):
+            def call(space: str, path: str = path, body: dict = body, method: str = method):
+                filled = {k: v.replace("{s}", space) if isinstance(v, str) else v
+                          for k, v in body.items()}
+                return c.request(method, path.replace("{s}", space), json=filled)
+            _same_answer(call("carol-notes"), call("no-such"), "carol-notes", "no-such")
+    with service.client("carol") as c:  # her own trace, asked in a space it did not search
+        _same_answer(c.get(f"/api/v1/pay/traces/{elsewhere}"),
+                     c.get(f"/api/v1/pay/traces/{fake}"), elsewhere, fake)
+
+
 # -- limits and malformed bodies -----------------------------------------------------------------
 def test_a_body_over_the_limit_is_413(service):
     big = {**Q, "query": "x" * (1_048_576 + 10)}
@@ -319,19 +394,40 @@ def test_k_defaults_to_10_and_is_capped_at_50(service, notes, k, expected):
     assert r.status_code == 200 and len(r.json()["hits"]) == expected
 
 
-@pytest.mark.parametrize("body, field, reason", [
-    ({"query": "q", "k": 0}, "k", "out_of_range"),
-    ({"query": "q", "k": "five"}, "k", "wrong_type"),
-    ({"query": "q", "limit": 5}, "limit", "unknown_field"),
-    ({"query": "q", "spaceId": "pay"}, "spaceId", "unknown_field"),
-    ({"query": "q", "asOf": "someday"}, "asOf", "malformed_instant"),
-    ({"query": "q", "includeDuplicates": "no"}, "includeDuplicates", "wrong_type"),
+@pytest.mark.parametrize("path, body, field, reason, says", [
+    ("query", {"query": "q", "k": 0}, "k", "out_of_range", "k must be >= 1"),
+    ("query", {"query": "q", "k": 2.5}, "k", "wrong_type", "k must be an integer"),
+    ("query", {"query": "q", "k": "five"}, "k", "wrong_type", "k must be an integer"),
+    ("query", {"query": "q", "limit": 5}, "limit", "unknown_field", "limit"),
+    ("query", {"query": "q", "spaceId": "pay"}, "spaceId", "unknown_field", "spaceId"),
+    ("query", {"query": "q", "asOf": "someday"}, "asOf", "malformed_instant",
+     "asOf must be an ISO-8601 instant, got 'someday'"),
+    ("query", {"query": "q", "occurredAfter": "2024-02-01", "occurredBefore": "2024-01-01"},
+     "occurredAfter", "inverted_window", "occurredAfter (2024-02-01T00:00:00.000000Z) is "
+     "later than occurredBefore"),
+    ("query", {"query": "q", "contextMaxTokens": 0}, "contextMaxTokens", "out_of_range",
+     "contextMaxTokens must be >= 1"),
+    ("query", {"query": "q", "tagGroups": [{"tags": []}]}, "tagGroups", "empty_tags",
+     "tagGroups[0]: tags must be a non-empty list"),
+    ("query", {"query": "q", "includeDuplicates": "no"}, "includeDuplicates", "wrong_type",
+     "includeDuplicates must be a boolean"),
+    ("query", {"k": 3}, "query", "missing_field", "query is required"),
+    ("query", {"query": "q", "userId": ""}, "userId", "empty_value", "userId must not be"),
+    ("sessions/s1/context", {"query": "q", "sessionId": "s2"}, "sessionId", "unknown_field",
+     "sessionId"),
+    ("sessions/%20/context", {"query": "q"}, "session_id", "empty_value",
+     "session_id must not be empty"),
 ])
-def test_agent_errors_name_the_camel_case_field(service, body, field, reason):
+def test_agent_errors_name_the_wire_field(service, path, body, field, reason, says):
     with service.client("alice") as c:
-        r = c.post("/api/v1/pay/query", json=body)
+        r = c.post(f"/api/v1/pay/{path}", json=body)
     assert r.status_code == 422
     assert (r.json()["field"], r.json()["reason"]) == (field, reason)
+    assert says in r.json()["message"]
+    if reason != "unknown_field":  # that one names the caller's own (unknown) field
+        for engine_name in ("as_of", "occurred_after", "context_max_tokens", "tag_groups",
+                            "include_duplicates", "user_id", "limit"):
+            assert engine_name not in r.json()["message"]
 
 
 def test_context_hits_come_back_only_when_there_are_some(service, notes):

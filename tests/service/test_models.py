@@ -98,10 +98,20 @@ def test_camel_case_names_come_from_the_engines_fields():
 
 
 @pytest.mark.parametrize("k, limit", [(None, 10), (1, 1), (50, 50), (51, 50), (999, 50),
-                                      (0, 0), ("5", "5"), (True, True)])
-def test_k_defaults_and_caps_and_leaves_bad_values_for_the_engine(k, limit):
+                                      (5.0, 5)])
+def test_k_defaults_and_caps(k, limit):
     body = {"query": "q"} | ({} if k is None else {"k": k})
     assert wire.agent_body(body)["limit"] == limit
+
+
+@pytest.mark.parametrize("k, reason", [(0, "out_of_range"), (-3, "out_of_range"),
+                                       ("5", "wrong_type"), (True, "wrong_type"),
+                                       (2.5, "wrong_type")])
+def test_a_bad_k_is_refused_as_k_not_as_the_engines_limit(k, reason):
+    with pytest.raises(MemoryCoreError) as err:
+        wire.agent_body({"query": "q", "k": k})
+    assert (err.value.reason, err.value.field) == (reason, "k")
+    assert err.value.message.startswith("k must be") and "limit" not in err.value.message
 
 
 def test_a_fixed_field_in_the_body_is_unknown():
