@@ -5,14 +5,16 @@ The first stage's candidate pool is the ceiling of every reranker (``pool_recall
 study asks of two signals the field uses without an LLM whether they would raise it, on the
 questions of an existing run, scoring **every** eligible memory of a question's space:
 
-    base(d)      = minmax(cosine) + minmax(BM25)            (fusion.complete's sum, whole space;
+    base(d)      = n(cosine) + n(BM25)                      (fusion.complete's sum, whole space;
                                                               no query word: BM25's floor, 0)
-    + session    w_s * minmax(query . unit mean of the vectors of d's session)
-    + neighbour  w_n * minmax(query . unit mean of the vectors of d and its session neighbours)
+    + session    w_s * n(query . unit mean of the vectors of d's session)
+    + neighbour  w_n * n(query . unit mean of the vectors of d and its session neighbours)
+
+(``n``: the run's ``fusion.norm``, min-max or the theoretical min-max ``s / max``).
 
 ``session`` is hierarchical evidence (a turn scores by how well its whole session matches);
 ``neighbour`` is a contextual dense vector (a turn read with the turn before and after it in
-its session, by row order). A memory without a session is a session of its own. Min-max is
+its session, by row order). A memory without a session is a session of its own. ``n`` is
 over the space's eligible memories, as the engine's completed fusion normalises over its
 pool (``memory_core.fusion.normalize.normalized_values``; BM25 over the memories holding a
 query word, the others at its floor); ties go to the better single-channel rank, then the
@@ -40,7 +42,7 @@ cache). Gold is scored by key (``ingest.json``), without the runner's credit for
 or, in a ``with_observations`` view, for an observation standing for its sources, alike for
 every variant; gold keys no memory of the space holds stay in the denominator and are counted in
 the result (``gold_unreachable``). The run must fuse as the base does (``fusion.method``
-weighted, ``norm`` minmax, dense and keyword weights 1), with the dense and keyword lists of
+weighted, ``norm`` minmax or theoretical, dense and keyword weights 1), with the dense and keyword lists of
 every question as deep as its space.
 """
 
@@ -140,28 +142,34 @@ def context_vectors(rowids: Sequence[int], vectors: np.ndarray,
     return unit[0], unit[1]
 
 
+# the fusion norms whose completed two-channel sum :func:`ranking` rebuilds
+STUDIED_NORMS = ("minmax", "theoretical")
+
+
 def ranking(ids: Sequence[str], dense: Mapping[str, tuple[float, int]],
             keyword: Mapping[str, tuple[float, int]],
-            extra: Mapping[str, tuple[float, Sequence[float]]] | None = None) -> list[str]:
-    """``ids`` (every memory ``dense`` lists) best first by minmax(dense) + minmax(keyword)
-    (min-max over the memories the keyword list holds; the others, holding no query word, at
-    the floor 0) plus, per extra signal, weight * minmax(its scores, in ``ids`` order). Ties:
-    the better rank in the dense or keyword list, then the id.
+            extra: Mapping[str, tuple[float, Sequence[float]]] | None = None,
+            norm: str = "minmax") -> list[str]:
+    """``ids`` (every memory ``dense`` lists) best first by n(dense) + n(keyword) (``n`` the
+    run's ``fusion.norm``, ``minmax`` or ``theoretical``; the keyword channel normalised over
+    the memories it holds, the others, holding no query word, at the floor 0) plus, per extra
+    signal, weight * n(its scores, in ``ids`` order). Ties: the better rank in the dense or
+    keyword list, then the id.
 
     Example (``c`` holds no query word):
         >>> d = {"a": (0.9, 1), "b": (0.5, 2), "c": (0.1, 3)}
         >>> ranking(["a", "b", "c"], d, {"b": (4.0, 1), "a": (2.0, 2)})
         ['b', 'a', 'c']
     """
-    total = normalized_values([dense[m][0] for m in ids], "minmax")
+    total = normalized_values([dense[m][0] for m in ids], norm)
     listed = [m for m in ids if m in keyword]
     if listed:
-        kw = dict(zip(listed, normalized_values([keyword[m][0] for m in listed], "minmax"),
+        kw = dict(zip(listed, normalized_values([keyword[m][0] for m in listed], norm),
                       strict=True))
         total = [t + kw.get(m, 0.0) for t, m in zip(total, ids, strict=True)]
     for weight, values in (extra or {}).values():
         if weight:
-            normed = normalized_values(values, "minmax")
+            normed = normalized_values(values, norm)
             total = [t + weight * n for t, n in zip(total, normed, strict=True)]
     best = {m: min(dense[m][1], keyword.get(m, (0.0, dense[m][1]))[1]) for m in ids}
     order = sorted(range(len(ids)), key=lambda i: (-total[i], best[ids[i]], ids[i]))
@@ -202,10 +210,12 @@ def load_questions(run: str | Path, view: str | None, kinds: Sequence[str] | Non
     engine = rundir.open_run_store(run)
     fusion, channels = engine.spec.fusion, engine.spec.channels
     weights = [float(fusion.weights.get(c, 1.0)) for c in ("dense", "keyword")]
-    if fusion.method != "weighted" or fusion.norm != "minmax" or weights != [1.0, 1.0]:
+    if fusion.method != "weighted" or fusion.norm not in STUDIED_NORMS \
+            or weights != [1.0, 1.0]:
         raise StudyError(f"{run} fused with method {fusion.method!r}, norm {fusion.norm!r}, "
-                         f"dense / keyword weights {weights}: the base is the weighted min-max "
-                         "sum with weights 1 (fusion=weighted_minmax, the default weights)")
+                         f"dense / keyword weights {weights}: the base is the weighted sum of "
+                         f"{' or '.join(STUDIED_NORMS)} normalised scores with weights 1 (the "
+                         "default weights)")
     pools = {"dense": channels.dense_pool, "keyword": channels.keyword_pool}
     out = []
     for r in rows:
@@ -301,7 +311,8 @@ def study(run: str | Path, variants: Sequence[str] = DEFAULT_VARIANTS,
         signal = {"session": (sess[pos] @ qv).tolist(), "neighbour": (nb[pos] @ qv).tolist()}
         for name, w in weights.items():
             extra = {s: (w.get(s, 0.0), signal[s]) for s in SIGNALS}
-            ranked = [key_of.get(m, m) for m in ranking(ids, q.dense, q.keyword, extra)]
+            ranked = [key_of.get(m, m) for m in ranking(ids, q.dense, q.keyword, extra,
+                                                        engine.spec.fusion.norm)]
             for metric, value in scores(ranked, q.gold).items():
                 per[name][metric][q.query_id] = value
     clusters = {q.query_id: q.space_id for q in questions}

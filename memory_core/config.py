@@ -93,13 +93,17 @@ class ChannelsSpec:
     dense_hnsw_ef_construction: int = 64
     dense_hnsw_ef_search: int = 128
     dense_ann_exact_share: float = 0.02
-    # recency: only when a request sends query_timestamp, the top ``recency_pool`` fused
-    # candidates re-listed by time proximity to that instant, 2 ** (-gap_days / half_life),
-    # and fused again (channels/recency.py); it adds and removes nothing. Off: measured on
-    # LongMemEval temporal-reasoning and LoCoMo category 2 (README, "query_timestamp ranking")
-    recency: bool = False
+    # recency: only when a request sends query_timestamp (the seed's rule: it ranks whenever
+    # it is sent), the top ``recency_pool`` fused candidates re-listed by time proximity to
+    # that instant, 2 ** (-gap_days / half_life), and fused again with weight
+    # fusion.weights["recency"] (channels/recency.py); it adds and removes nothing, and a
+    # request without query_timestamp is served exactly as with this off. Strength (weight 0.2,
+    # half-life 90 days) chosen on LongMemEval oracle outside S (data=longmemeval_pooled; 0.1 /
+    # 0.2 / 0.4 x 7 / 30 / 90 / 365 days; docs/recorded_figures.md "Fusion that keeps a hit
+    # apart from a miss")
+    recency: bool = True
     recency_pool: int = 50
-    recency_half_life_days: float = 30.0
+    recency_half_life_days: float = 90.0
     # keyword: BM25 weight of a turn's neighbour turns (the ``memories_ctx`` full-text table,
     # see memory_core/store/turns.py) beside its own text (weight 1); 0 = own text only
     # (0.4: best of 0 / 0.2 / 0.4 on LongMemEval oracle and an S subset; README "First stage")
@@ -158,13 +162,20 @@ class FusionSpec:
     ``weights`` weighs 1.0). See ``memory_core/fusion/``.
     """
 
-    # default: min-max weighted sum (RRF let the weaker MiniLM list dilute BM25 on conversation
-    # turns; weights chosen on LongMemEval, README "First stage")
+    # default: a weighted sum (RRF let the weaker MiniLM list dilute BM25 on conversation
+    # turns; README "First stage") of scores normalised by the theoretical min-max (s / max,
+    # floor 0: a channel's weakest hit keeps what it scored above a memory the channel did not
+    # list, which min-max mapped to the same 0, and a small cosine spread is not stretched to
+    # a whole unit; issue 33's code-word case, tests/memory_core/test_fusion_codeword.py).
+    # Among the norms that keep a hit apart from a miss, the weights (dense 0.7-3, temporal
+    # 0.25-1, graph 0-1) and person_weight were chosen on LongMemEval oracle outside S
+    # (data=longmemeval_pooled) and the synthetic world; docs/recorded_figures.md "Fusion that
+    # keeps a hit apart from a miss"
     method: str = "weighted"
     rrf_k: int = 60
-    norm: str = "minmax"
+    norm: str = "theoretical"
     weights: Mapping[str, float] = field(default_factory=lambda: {
-        "dense": 1.0, "keyword": 1.0, "temporal": 0.5, "graph": 0.5})
+        "dense": 1.0, "keyword": 1.0, "temporal": 0.5, "graph": 0.25, "recency": 0.2})
     # after fusion (memory_core/fusion/boost.py): a memory also scores by the best fused score
     # of its session (hierarchical evidence) and when the query names its speaker
     # (``metadata[speaker_key]``); 0 = off
@@ -177,18 +188,20 @@ class FusionSpec:
     # the question's grammatical person names whose turns hold the answer: what "you" said
     # before -> the agent's turns (metadata[role_key] == agent_role), else "I/my/me" or a
     # request to "you" -> the asker's (== asker_role); memories without that metadata and
-    # third-person questions are left alone (memory_core/person.py). 0.5 chosen on
-    # LongMemEval oracle questions outside the S subset (0 / 0.25 / 0.5 / 1 / 2;
-    # docs/recorded_figures.md), never on LoCoMo (whose turns carry no role)
-    person_weight: float = 0.5
+    # third-person questions are left alone (memory_core/person.py). 0.75 chosen on
+    # LongMemEval oracle questions outside the S subset (0 / 0.1 / 0.25 / 0.5 / 0.75 / 1 under
+    # the theoretical min-max; docs/recorded_figures.md), never on LoCoMo (whose turns carry
+    # no role)
+    person_weight: float = 0.75
     # a turn that replies to a pooled question (the next turn of its session after a turn
     # holding "?") also scores by that question's fused score: "How did you two meet?" ->
     # "It happened at yoga in the park." (memory_core/fusion/boost.py); 0 = off. Only between
     # turns without a chat role (metadata[role_key]): in LongMemEval's user-assistant chats
-    # it cost oracle turn recall_all@10 0.924 -> 0.875 at 0.5. 0.5 chosen on LoCoMo by 2-fold
-    # cross-fitting over its conversations (0.25 / 0.5 / 1: 0.5 on every half; no other data
-    # set has conversations between people with evidence labels; docs/recorded_figures.md)
-    reply_weight: float = 0.5
+    # it cost oracle turn recall_all@10 0.924 -> 0.875 at 0.5. 0.25 chosen on LoCoMo by 2-fold
+    # cross-fitting over its conversations under the theoretical min-max (0.125 / 0.25 / 0.5 /
+    # 1: 0.25 on every half of three seeded deals, by recall@10; no other data set has
+    # conversations between people with evidence labels; docs/recorded_figures.md)
+    reply_weight: float = 0.25
     # score completion: every memory of the pool is also scored by each channel named here
     # that did not list it ("dense": its cosine; "keyword": its BM25 on the same words and
     # statistics, none when it holds no query word), and that channel is normalised over the

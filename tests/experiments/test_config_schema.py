@@ -22,7 +22,7 @@ from memory_core.config import (ChannelsSpec, EngineSpec, FusionSpec, RoutingSpe
 CONF = Path(__file__).resolve().parents[2] / "conf"
 BASE = ["paths.root_dir=/unused"]
 # the groups the entry config selects, and their option when nothing is overridden
-DEFAULT_OPTIONS = {"embed": "minilm", "channels": "hybrid", "fusion": "weighted_minmax",
+DEFAULT_OPTIONS = {"embed": "minilm", "channels": "hybrid", "fusion": "weighted",
                    "dedup": "default", "context": "default", "rerank": "stacked",
                    "routing": "evidence"}
 

@@ -50,7 +50,8 @@ def test_the_base_is_the_engines_fused_order(deep_run):
         receipt = engine.store.get_receipt(receipt_of[q.query_id])
         assert receipt is not None
         fused = [row.memory_id for row in receipt.trace.candidates[q.space_id].fused]
-        assert ranking(sorted(q.dense), q.dense, q.keyword) == fused
+        assert ranking(sorted(q.dense), q.dense, q.keyword,
+                       norm=engine.spec.fusion.norm) == fused
     result = study(deep_run, ["session=0.5"], "with_observations", n_resamples=200)
     base = {r["metric"]: r["mean"] for r in result["rows"] if r["variant"] == "base"}
     assert 0 < base["recall@10"] <= base["pool_recall@50"] <= 1

@@ -155,7 +155,7 @@ def test_no_memory_of_the_addressed_role_leaves_the_list_alone():
 
 
 def test_fusion_spec_checks_the_person_settings():
-    assert FusionSpec().person_weight == 0.5 and FusionSpec().role_key == "role"
+    assert FusionSpec().person_weight == 0.75 and FusionSpec().role_key == "role"
     with pytest.raises(ValueError, match="person_weight"):
         FusionSpec(person_weight=-1)
     with pytest.raises(ValueError, match="role_key"):
@@ -226,7 +226,7 @@ def test_reply_term_by_hand():
 
 
 def test_reply_weight_is_checked():
-    assert FusionSpec().reply_weight == 0.5
+    assert FusionSpec().reply_weight == 0.25
     with pytest.raises(ValueError, match="reply_weight"):
         FusionSpec(reply_weight=-0.1)
 
@@ -271,8 +271,11 @@ def test_store_leaves_chat_turns_with_a_role_out(hash_embedder):
             eng.store.replies(r.values(), 'ro"le')
 
 
-@pytest.mark.parametrize("weight", [0.0, 0.5])
+@pytest.mark.parametrize("weight", [0.0, 0.25, 0.5])
 def test_engine_lifts_the_reply_to_a_matching_question(hash_embedder, weight):
+    """The answer ("It happened at yoga ...") scores by its question's scaled fused score
+    on top of its own: the receipt's boost term is exactly ``weight * s'(question)``, and only
+    replies to pooled questions get one."""
     from memory_core.store.ids import memory_id_of
 
     spec = EngineSpec(fusion=FusionSpec(reply_weight=weight))
@@ -280,10 +283,18 @@ def test_engine_lifts_the_reply_to_a_matching_question(hash_embedder, weight):
         r = _conversation(eng)
         resp = eng.retrieve(query="Where did Deb meet Anna?", space_id="talk", mode="fast",
                             limit=6)
-        order = [x.memory_id for x in resp.results]
-        yoga, sure = order.index(memory_id_of(r["yoga"])), order.index(memory_id_of(r["sure"]))
-        # the answer shares no word with the question: only its question lifts it
-        assert (yoga < sure) == (weight > 0)
+        stages = eng.get_receipt(resp.trace_id).stages
+        fused = {row[0]: row[1] for row in stages["candidates"]["talk"]["fused"]}
+        terms = stages.get("boosts", {}).get("talk", {})
+        yoga, how = memory_id_of(r["yoga"]), memory_id_of(r["how"])
+        if weight == 0:
+            assert not any("reply" in t for t in terms.values())
+            return
+        base = {m: fused[m] - sum(terms.get(m, {}).values()) for m in fused}
+        assert terms[yoga]["reply"] == pytest.approx(weight * base[how] / max(base.values()),
+                                                     abs=1e-5)
+        assert set(m for m, t in terms.items() if "reply" in t) <= {
+            yoga, memory_id_of(r["sure"])}  # the replies of "How ...?" and "Are you ...?"
 
 
 def test_store_reply_follows_time_then_write_order_within_one_user(hash_embedder):

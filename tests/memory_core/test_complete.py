@@ -130,7 +130,7 @@ def test_engine_fuses_the_scores_a_deeper_list_would_have_shown(tmp_path, hash_e
     completed = {name: {m: deep[name][m][0] for m in pool if m in deep[name]}
                  for name in channels}
     expected = {c.memory_id: c.score for c in weighted_sum(cands, {"dense": 1.0, "keyword": 1.0},
-                                                           completed=completed)}
+                                                           FusionSpec().norm, completed)}
     got = {m: s for m, (s, _) in done["fused"].items()}
     assert got == pytest.approx(expected, abs=1e-4)  # the trace rounds to 6 places
     assert {r.memory_id for r in resp.results} == pool

@@ -4,6 +4,7 @@ docs/conformance.md. In-memory engine on the hash embedder, fast mode (no model)
 from __future__ import annotations
 
 import dataclasses
+import json
 import sqlite3
 from datetime import UTC, datetime
 
@@ -11,7 +12,7 @@ import pytest
 
 from memory_core import MemoryCoreError, MemoryEngine
 from memory_core.channels import recency
-from memory_core.config import ChannelsSpec, ContextHitsSpec, EngineSpec, WriteSpec
+from memory_core.config import ChannelsSpec, ContextHitsSpec, EngineSpec, FusionSpec, WriteSpec
 from memory_core.context import SOURCE_CUT_MARK, cut_passage
 from memory_core.store import SCHEMA, Store
 from memory_core.types import DropReason, RetrieveResponse
@@ -156,11 +157,59 @@ def test_query_timestamp_ranks_older_but_closer_memories_higher(timeline):
         eng.retrieve(q, limit=3).trace_id).stages["candidates"]["t"]
 
 
-def test_query_timestamp_ranking_is_off_by_default(chat):
+def test_query_timestamp_ranks_by_default(chat):
+    """The seed's rule: query_timestamp ranks whenever it is sent (issue 33); the receipt's
+    ``recency`` stage says what it added to each traced candidate."""
+    assert ChannelsSpec().recency is True
     resp = chat.retrieve(query="Lisbon flight", space_id="chat",
                          query_timestamp="2024-04-01T00:00:00Z", **FAST)
-    assert "recency" not in chat.get_receipt(resp.trace_id).stages["candidates"]["chat"]
-    assert ChannelsSpec().recency is False
+    stages = chat.get_receipt(resp.trace_id).stages
+    assert "recency" in stages["candidates"]["chat"]
+    terms = stages["recency"]["chat"]
+    assert set(terms) == {row[0] for row in stages["candidates"]["chat"]["recency"]}
+    weight = FusionSpec().weights["recency"]
+    for row in stages["candidates"]["chat"]["recency"]:
+        t = terms[row[0]]
+        assert t["proximity"] == pytest.approx(row[1], abs=1e-6)
+        assert t["proximity"] == pytest.approx(
+            2 ** (-t["gap_days"] / ChannelsSpec().recency_half_life_days), abs=1e-3)
+        assert 0 < t["term"] <= weight + 1e-9
+
+
+def _wire(resp) -> dict:
+    body = resp.to_dict()
+    for volatile in ("query_ms", "trace_id", "receipt_id"):
+        body.pop(volatile, None)
+    for r in body["results"]:
+        r.pop("recorded_at")  # the two engines stored them a moment apart
+    return body
+
+
+def test_a_request_without_query_timestamp_is_served_as_with_recency_off(hash_embedder):
+    """A request that does not send query_timestamp is byte-for-byte what it was before
+    recency ranked by default: the same body as an engine with channels.recency off."""
+    items = [{"content": f"Deploy {i} of the billing service {'failed' if i % 3 else 'passed'}",
+              "timestamp": f"2024-0{1 + i % 9}-1{i % 10}T10:00:00Z", "session_id": f"s{i % 4}"}
+             for i in range(40)]
+    on = _engine(hash_embedder)
+    off = _engine(hash_embedder, channels=ChannelsSpec(recency=False))
+    for e in (on, off):
+        e.create_space("d")
+        e.write_many("d", items)
+    for mode in ("fast", "accurate"):
+        for q in ("billing deploy failed", "which deploy passed in March?"):
+            a = on.retrieve(query=q, space_id="d", mode=mode, limit=20)
+            b = off.retrieve(query=q, space_id="d", mode=mode, limit=20)
+            assert json.dumps(_wire(a), sort_keys=True) == json.dumps(_wire(b), sort_keys=True)
+            stages_a = on.get_receipt(a.trace_id).to_dict()["stages"]
+            stages_b = off.get_receipt(b.trace_id).to_dict()["stages"]
+            for volatile in ("elapsed_ms", "time"):  # the clock read at each request
+                stages_a.pop(volatile), stages_b.pop(volatile)
+            for st in (stages_a, stages_b):
+                st.get("rerank", {}).pop("ms", None)  # the scorer's own timing
+            assert stages_a == stages_b and "recency" not in stages_a
+    on.close()
+    off.close()
 
 
 # -- 3. timestamp comes back exactly as sent -------------------------------------------------
