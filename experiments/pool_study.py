@@ -42,8 +42,8 @@ cache). Gold is scored by key (``ingest.json``), without the runner's credit for
 or, in a ``with_observations`` view, for an observation standing for its sources, alike for
 every variant; gold keys no memory of the space holds stay in the denominator and are counted in
 the result (``gold_unreachable``). The run must fuse as the base does (``fusion.method``
-weighted, ``norm`` minmax or theoretical, dense and keyword weights 1), with the dense and keyword lists of
-every question as deep as its space.
+weighted, ``norm`` minmax or theoretical, dense and keyword weights 1), with the dense and
+keyword lists of every question as deep as its space.
 """
 
 from __future__ import annotations

@@ -31,7 +31,8 @@ def eng(minilm):
     e.write_many("near", [
         {"content": "The team meeting moved to the blue room.", "timestamp": JAN},
         {"content": "the team meeting moved to the blue room", "timestamp": JUNE},
-        {"content": "Lunch today was pasta with the new hires.", "timestamp": "2024-03-01T10:00:00Z"},
+        {"content": "Lunch today was pasta with the new hires.",
+         "timestamp": "2024-03-01T10:00:00Z"},
     ])
     yield e
     e.close()
