@@ -84,6 +84,16 @@ CHANNEL_UNITS = {"dense": "cosine", "keyword": "BM25", "temporal": "cosine in th
                  "escalated": "cosine (escalation)"}
 """The unit of each channel's raw score (``<channel>_score`` columns)."""
 
+SCALE_HELP = {
+    ScoreScale.POSITION: "position on the page, (P - i) / P; 0 beyond the page (fast mode: "
+                         "where a memory sits, not how well it matches)",
+    ScoreScale.FUSED: "fused score of the channels (RRF: sum of 1 / (k + rank); ~0.03 at the top)",
+    ScoreScale.CROSS_ENCODER: "cross-encoder score, sigmoid of its logit (near 0 or 1)",
+    ScoreScale.CALIBRATED: "calibrated probability of relevance (learned stacked scorer)",
+    ScoreScale.CHANNEL: "raw score in that channel",
+}
+"""What each scale means, as the dashboard explains it beside a score."""
+
 
 @dataclass(frozen=True)
 class CandidateTable:
@@ -115,6 +125,24 @@ class CandidateTable:
         """The first row of ``memory_id`` (None when the receipt does not name it)."""
         hit = self.frame.filter(pl.col("memory_id") == memory_id)
         return hit.row(0, named=True) if hit.height else None
+
+
+def outcome(row: Mapping[str, Any] | None) -> str:
+    """Where one :meth:`CandidateTable.row` ended, in words (the memory panel's heading).
+
+    Example:
+        >>> outcome({"final_rank": 2, "cut": None, "stage": None})
+        'kept at rank 2'
+        >>> outcome({"final_rank": None, "cut": "dedup", "stage": "prefer_observations"})
+        'dropped: dedup at prefer_observations'
+    """
+    if row is None:
+        return "not in this receipt"
+    if row["final_rank"] is not None:
+        return f"kept at rank {row['final_rank']}"
+    if row["cut"] is not None:
+        return f"dropped: {row['cut']} at {row['stage']}"
+    return "listed, not in the final pool"
 
 
 def final_scale(rerank: RerankTrace | None) -> tuple[ScoreScale, str]:

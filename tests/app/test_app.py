@@ -16,6 +16,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from experiments.compare import compare, load_run
+from experiments.dashboard.live import field_support
 from experiments.stats import paired_test
 from memory_core import MemoryEngine
 from memory_core.trace import ExpansionTrace, RerankRow, RerankTrace
@@ -309,11 +310,9 @@ def test_playground_runs_live_queries_and_shows_errors(app, tiny_outputs):
         app.toggle(key="pg_side").set_value(False).run()
 
     # unsupported toggles are disabled with the engine's reason, and never sent
-    from experiments import readers
-
     with MemoryEngine.open(run / "store") as eng:
-        expand_off = readers.field_support(eng, "expand_query", True, "payments")
-        route_off = readers.field_support(eng, "route", "auto", None)
+        expand_off = field_support(eng, "expand_query", True, "payments")
+        route_off = field_support(eng, "route", "auto", None)
     assert app.toggle(key="pg_expand").disabled == (expand_off is not None)
     assert app.toggle(key="pg_route").disabled == (route_off is not None)
     if expand_off is None and route_off is None:  # both built: a routed, expanded read
