@@ -53,7 +53,8 @@ from typing import Any
 import polars as pl
 
 from memory_core.trace import RerankTrace
-from memory_core.types import DropReason, Memory, Receipt
+from memory_core.receipts import Receipt
+from memory_core.types import DropReason, Memory
 
 TAGS_SHOWN = 3
 """Tags shown per row before ``+N`` (the table stays one line per memory)."""
@@ -292,7 +293,13 @@ def candidate_table(receipt: Receipt, memories: Mapping[str, Memory] | None = No
 
     # rerank rank and score
     if learned:
-        ordered = sorted(learned, key=lambda m: (-float(learned[m]["score"] or 0.0), m))
+        # ties (scores are recorded to 6 places) in the order the scorer put them: the final
+        # rank of a returned row, then the fused rank (the pool's order), then the id
+        final = {m: r["final_rank"] for (_, m), r in rows.items() if r["final_rank"] is not None}
+        last = 1 << 30
+        ordered = sorted(learned, key=lambda m: (-float(learned[m]["score"] or 0.0),
+                                                 final.get(m, last),
+                                                 learned[m]["fused_rank"] or last, m))
         rerank_rank = {m: i for i, m in enumerate(ordered, start=1)}
         for (_, memory_id), row in rows.items():
             hit = learned.get(memory_id)

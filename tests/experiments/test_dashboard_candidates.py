@@ -8,7 +8,8 @@ import pytest
 from experiments.dashboard.candidates import (ScoreScale, candidate_table, compact_tags,
                                               drop_target, final_scale)
 from memory_core.trace import RerankTrace
-from memory_core.types import Drop, DropReason, KeptEntry, Memory, MemoryType, Receipt, frozen_map
+from memory_core.receipts import KeptEntry, Receipt
+from memory_core.types import Drop, DropReason, Memory, MemoryType, frozen_map
 
 
 def _memory(mid: str, content: str, kind: MemoryType = MemoryType.FACT,
@@ -142,6 +143,25 @@ def test_learned_scorer_rows_add_feature_columns():
     # features sit between the rerank columns and the final rank
     cols = f.columns
     assert cols.index("rerank_score") < cols.index("f_dense_cos") < cols.index("final_rank")
+
+
+def test_tied_learned_scores_keep_the_scorers_order_not_the_ids():
+    # the scorer orders ties by pool position (memory_core/rerank/pool.py: key (-score, i)), so
+    # the returned order is the rerank order: mem_9 before mem_3 on the same recorded score
+    tied = Receipt(
+        "rcpt_tie", "2024-01-01T00:00:00Z", frozen_map({"query": "q", "space_id": "s"}),
+        (KeptEntry("mem_5", "s", 1, 0.9, frozen_map({"dense": 1})),
+         KeptEntry("mem_9", "s", 2, 0.4, frozen_map({"dense": 2})),
+         KeptEntry("mem_3", "s", 3, 0.4, frozen_map({"dense": 3}))),
+        (), None,
+        frozen_map({"rerank": {
+            "status": "ok", "scorer": "stacked", "features": ["a"],
+            "rows": [{"memory_id": m, "score": sc, "fused_rank": r, "features": [0.0]}
+                     for m, sc, r in (("mem_5", 0.9, 3), ("mem_9", 0.4, 1),
+                                      ("mem_3", 0.4, 2))]}}))
+    f = candidate_table(tied).frame
+    assert f["memory_id"].to_list() == ["mem_5", "mem_9", "mem_3"]
+    assert f["rerank_rank"].to_list() == f["final_rank"].to_list() == [1, 2, 3]
 
 
 def test_learned_rows_with_wrong_feature_count_are_an_error():
