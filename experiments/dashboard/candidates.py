@@ -266,11 +266,13 @@ def candidate_table(receipt: Receipt, memories: Mapping[str, Memory] | None = No
                    rank_at_cut=d.rank, detail=d.detail, target=drop_target(d.detail),
                    cut_scale=(ScoreScale.FUSED if pre else scale).value)
     # what each conversation boost added to a traced fused row (memory_core/fusion/boost.py)
-    lifted = {(space, m): t for space, by_memory in receipt.trace.boosts.items()
-              for m, t in by_memory.items()}
+    lifted: dict[tuple[str | None, str], Mapping[str, float]] = {
+        (space, m): t for space, by_memory in receipt.trace.boosts.items()
+        for m, t in by_memory.items()}
     # what score completion gave a traced fused row a channel had not listed (fusion.complete)
-    filled = {(space, m): t for space, by_memory in receipt.trace.completed.items()
-              for m, t in by_memory.items()}
+    filled: dict[tuple[str | None, str], Mapping[str, float]] = {
+        (space, m): t for space, by_memory in receipt.trace.completed.items()
+        for m, t in by_memory.items()}
     beyond_trace = sum(1 for key in rows if key not in trace and (None, key[1]) not in trace)
     spaces_traced = {s for s, _ in trace}
     for (space, memory_id), lists in trace.items():
