@@ -16,7 +16,7 @@ nothing is skipped silently.
 The YAML form (``--runs``)::
 
     out: docs/results.md
-    recorded: docs/recorded_figures.md     # optional: appended verbatim, labelled by hand
+    recorded: docs/recorded_figures.md     # optional: hand-kept figures, linked (not copied)
     runs:
       - label: LoCoMo, fast and accurate
         path: outputs/locomo/runs/2026-12-01_10-00-00
@@ -30,6 +30,7 @@ The YAML form (``--runs``)::
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import shlex
 import sys
@@ -212,8 +213,8 @@ def run_section(entry: RunEntry, metrics: Mapping[str, Any]) -> list[str]:
 
 
 def render(spec: DocSpec) -> str:
-    """The whole document: title, how it was made, one section per run, then the recorded
-    (hand-kept) section when ``spec.recorded`` names one."""
+    """The whole document: title, how it was made, one section per run, then, when
+    ``spec.recorded`` names one, a section that links the hand-kept figures (never a copy)."""
     lines = [GENERATED_NOTE, "", f"# {spec.title}", "",
              "Means over the scored queries; `[low, high]` is the 95% bootstrap interval "
              "clustered by conversation / space, shown for the columns the run list names "
@@ -227,21 +228,36 @@ def render(spec: DocSpec) -> str:
             raise ResultsDocError(f"run {entry.label!r}: {entry.path} has no {METRICS_FILE}")
         lines += run_section(entry, load_metrics(entry.path))
     if spec.recorded is not None:
-        if not spec.recorded.is_file():
-            raise ResultsDocError(f"recorded section {spec.recorded} does not exist")
-        lines += [spec.recorded.read_text().rstrip(), ""]
+        lines += recorded_section(spec.recorded, spec.out)
     return "\n".join(lines).rstrip() + "\n"
+
+
+def recorded_section(recorded: Path, out: Path | None) -> list[str]:
+    """The section that points at the hand-kept figures: a link to ``recorded``, relative to
+    the document's folder (``out``; the path as given when the document goes to stdout),
+    labelled with the file's first heading."""
+    if not recorded.is_file():
+        raise ResultsDocError(f"recorded section {recorded} does not exist")
+    heading = next((line.lstrip("#").strip() for line in recorded.read_text().splitlines()
+                    if line.startswith("#")), recorded.name)
+    target = Path(os.path.relpath(recorded, out.parent)) if out is not None else recorded
+    return ["## Recorded figures", "",
+            f"Figures measured before this document was generated are kept by hand in "
+            f"[{recorded.name}]({target.as_posix()}) ({heading}), with the command of each.",
+            ""]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m experiments.results_doc",
-                                     description=__doc__.split("\n\n")[0], allow_abbrev=False)
+                                     description=(__doc__ or "").split("\n\n")[0],
+                                     allow_abbrev=False)
     parser.add_argument("runs", nargs="*", metavar="[LABEL=]RUN_DIR")
     parser.add_argument("--runs", dest="run_list", type=Path, metavar="YAML",
                         help="a YAML list of labelled runs (see the module docstring)")
     parser.add_argument("--out", type=Path, help="write here (default: the YAML's out, "
                         "else stdout)")
-    parser.add_argument("--recorded", type=Path, help="a markdown file appended verbatim")
+    parser.add_argument("--recorded", type=Path,
+                        help="a markdown file of hand-kept figures, linked from the document")
     parser.add_argument("--title", default=None)
     args = parser.parse_args(argv)
     if bool(args.runs) == bool(args.run_list):

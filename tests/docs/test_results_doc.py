@@ -59,6 +59,9 @@ def test_cli_writes_the_document_from_a_yaml_run_list_and_appends_the_recorded_p
     assert results_doc.main(["--runs", "runs.yaml"]) == 0
     text = (tmp_path / "out" / "results.md").read_text()
     assert text.index("## A") < text.index("## B") < text.index("## Recorded figures")
+    # the hand-kept figures are linked, relative to the document, never copied into it
+    assert "[recorded.md](../recorded.md) (Recorded figures (by hand, commit abc))" in text
+    assert "| x |" not in text
     assert "| raw_turns | cat1-4 | 4 | 0.750 |" in text
     assert "Regenerate: `python -m experiments.results_doc --runs runs.yaml`" in text
 
