@@ -15,9 +15,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
-from omegaconf import DictConfig
 
-from experiments.config import to_plain
+from experiments.config import RunConfig
 from experiments.data.files import DatasetError
 from experiments.data.registry import load_dataset
 from experiments.data.schema import Dataset
@@ -98,11 +97,11 @@ def platform_info() -> dict[str, str]:
     return {"python": platform.python_version(), "machine": platform.machine()}
 
 
-def common_meta(cfg: DictConfig, models: Mapping[str, Any], datasets: Sequence[Dataset]
+def common_meta(run: RunConfig, models: Mapping[str, Any], datasets: Sequence[Dataset]
                 ) -> dict[str, Any]:
     """The ``metrics.json`` fields every multi-dataset runner records: task, resolved config,
     models, each dataset's sha256 and info, platform."""
-    return {"task_name": cfg.task_name, "config": to_plain(cfg), "models": dict(models),
+    return {"task_name": run.task_name, "config": run.resolved, "models": dict(models),
             "datasets": {d.name: {"sha256": dict(d.source_sha256),
                                   "info": jsonable(dict(d.info))}
                          for d in datasets},

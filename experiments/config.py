@@ -10,7 +10,7 @@ setting (``metrics.json`` records it).
 Then :func:`engine_spec` turns the composed config into the engine's frozen
 :class:`~memory_core.config.EngineSpec` (strict again: unknown keys fail), and
 :func:`experiment_spec` turns an experiment block (``eval``, ``routing_eval``, ...) into its
-typed spec.
+typed spec; :func:`run_config` types a whole run's config once (:class:`RunConfig`).
 """
 
 from __future__ import annotations
@@ -20,13 +20,18 @@ import dataclasses
 import functools
 import types
 import typing
+from dataclasses import dataclass
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 from omegaconf import DictConfig, OmegaConf
 
-from experiments.specs import BLOCK_SPECS, EvalSpec
+from experiments.data.registry import DATA_SPECS, DataSpec, data_spec
+from experiments.data.synthetic import TINY_WORLD
+from experiments.data.synthetic_spec import SyntheticData
+from experiments.specs import (BLOCK_SPECS, EvalSpec, ExpandEvalSpec, RoutingEvalSpec,
+                               ThresholdSpec, TiersEvalSpec, typed_spec)
 from memory_core.config import (ChannelsSpec, ContextSpec, DedupSpec, EmbedSpec, EngineSpec,
                                  FusionSpec, RerankSpec, RoutingSpec, spec_from_mapping)
 
@@ -76,28 +81,12 @@ def engine_spec(cfg: DictConfig) -> EngineSpec:
 def experiment_spec(cls: type[S], block: DictConfig | Mapping[str, Any] | None) -> S:
     """The typed spec of an experiment block (``cfg.eval``, ``cfg.routing_eval``, ...): lists
     become tuples where the spec says so; unknown keys fail."""
-    values = to_plain(block) or {}
-    return spec_from_mapping(cls, _tuples_for(cls, values))
+    return typed_spec(cls, to_plain(block))
 
 
 def eval_spec(cfg: DictConfig) -> EvalSpec:
     """The run's ``eval`` block, typed (:class:`experiments.specs.EvalSpec`)."""
     return experiment_spec(EvalSpec, cfg.eval)
-
-
-def _tuples_for(cls: type, values: Mapping[str, Any]) -> dict[str, Any]:
-    hints = typing.get_type_hints(cls)
-    out = dict(values)
-    for name, value in values.items():
-        if isinstance(value, list) and _is_tuple(hints.get(name)):
-            out[name] = tuple(value)
-    return out
-
-
-def _is_tuple(hint: Any) -> bool:
-    if typing.get_origin(hint) is tuple:
-        return True
-    return any(typing.get_origin(a) is tuple for a in typing.get_args(hint))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -108,7 +97,7 @@ def _schema_hint(hint: Any, schemas: dict[type, type]) -> Any:
     """The annotation OmegaConf validates against: ``Mapping[K, V]`` becomes ``dict[K, V]``,
     ``tuple[X, ...]`` ``list[X]``; a nested spec becomes its schema; ``X | None`` stays
     optional, except an optional mapping (untyped: a ``null`` default must take a mapping)."""
-    if dataclasses.is_dataclass(hint):
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
         return schema_of(hint, schemas)
     origin = typing.get_origin(hint)
     args = typing.get_args(hint)
@@ -119,6 +108,9 @@ def _schema_hint(hint: Any, schemas: dict[type, type]) -> Any:
     if origin is tuple:  # OmegaConf keeps sequences as lists (tuples inside a dict it rejects)
         members = {a for a in args if a is not Ellipsis}
         return list[_schema_hint(members.pop(), schemas)] if len(members) == 1 else list[Any]
+    if origin is typing.Literal:  # OmegaConf has no Literal: the values' own type
+        kinds = {type(a) for a in args}
+        return kinds.pop() if len(kinds) == 1 else Any
     if origin in (types.UnionType, typing.Union):
         if any(typing.get_origin(a) in (Mapping, typing.Mapping, dict) for a in args):
             return Any  # OmegaConf cannot merge a mapping into a typed ``None`` (null -> dict)
@@ -217,7 +209,11 @@ def register_configs() -> None:
       ``cache``, ``escalate``, ``context_hits``, ``trace`` and ``limits`` are in the composed
       config with their defaults);
     - ``eval/base_eval`` and ``schema/<block>`` for the experiment blocks
-      (:data:`experiments.specs.BLOCK_SPECS`).
+      (:data:`experiments.specs.BLOCK_SPECS`);
+    - ``data/base_<name>`` for each loader's block (:data:`experiments.data.registry.DATA_SPECS`)
+      and ``data/base_synthetic_tiny``, the tiny world
+      (:data:`experiments.data.synthetic.TINY_WORLD`), so ``conf/data/*.yaml`` lists only what
+      it changes.
     """
     global _REGISTERED
     if _REGISTERED:
@@ -232,7 +228,59 @@ def register_configs() -> None:
     cs.store(group="eval", name="base_eval", node=schema_of(EvalSpec))
     for block, spec in BLOCK_SPECS.items():
         cs.store(group="schema", name=block, node=schema_of(spec))
+    schemas: dict[type, type] = {}
+    for name, spec in DATA_SPECS.items():
+        cs.store(group="data", name=f"base_{name}", node=schema_of(spec, schemas))
+    cs.store(group="data", name="base_synthetic_tiny",
+             node=_schema_default(SyntheticData(world=TINY_WORLD), schemas))
     _REGISTERED = True
 
 
 register_configs()
+
+
+# ---------------------------------------------------------------------------------------------
+# The typed run config
+# ---------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class RunConfig:
+    """One run of ``python -m experiments.run``, typed once from the composed config
+    (:func:`run_config`): the runners read these fields, never the ``DictConfig``.
+
+    ``resolved``: the composed config with every interpolation resolved, as ``metrics.json``
+    records it (``config``). The experiment blocks a preset pulls in (``routing_eval``, ...)
+    are ``None`` when the config has none.
+    """
+
+    task_name: str
+    runner: str
+    seed: int
+    progress: bool
+    data: DataSpec
+    data_dir: str | None
+    engine: EngineSpec
+    eval: EvalSpec
+    resolved: Mapping[str, Any]
+    routing_eval: RoutingEvalSpec | None = None
+    expand_eval: ExpandEvalSpec | None = None
+    tiers_eval: TiersEvalSpec | None = None
+    thresholds: ThresholdSpec | None = None
+
+    @property
+    def data_block(self) -> dict[str, Any]:
+        """The ``data`` block as composed (plain values): what the store's fingerprint keeps."""
+        return dict(self.resolved["data"])
+
+
+def run_config(cfg: DictConfig) -> RunConfig:
+    """Type the composed config of ``conf/config.yaml`` (once, at the start of a run)."""
+    resolved = to_plain(cfg)
+    blocks = {name: experiment_spec(spec, cfg[name])
+              for name, spec in BLOCK_SPECS.items() if name in cfg}
+    data_dir = resolved.get("paths", {}).get("data_dir")
+    return RunConfig(
+        task_name=str(resolved["task_name"]), runner=str(resolved["runner"]),
+        seed=int(resolved["seed"]), progress=bool(resolved["progress"]),
+        data=data_spec(resolved["data"]), data_dir=None if data_dir is None else str(data_dir),
+        engine=engine_spec(cfg), eval=eval_spec(cfg), resolved=resolved, **blocks)

@@ -121,8 +121,9 @@ def train_fold(train: Sequence[str], out: Path, data_dir: str | None,
     """Train the default stacked recipe (with ``overrides``, Hydra syntax of
     ``experiments.train_reranker``) plus :func:`conversation_source` of ``train`` into ``out``."""
     from experiments.config import engine_spec, to_plain
-    from experiments.rerank_data import compose_train_config
-    from experiments.train_stacked import stacked_recipe_from_mapping, train_stacked
+    from experiments.train_config import compose_train_config
+    from experiments.stacked_recipe import stacked_recipe_from_mapping
+    from experiments.train_stacked import train_stacked
 
     cfg = compose_train_config(["paths.root_dir=.", *(
         [f"paths.data_dir={_quoted(data_dir)}"] if data_dir else []), *overrides])

@@ -14,15 +14,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig
 from rich.console import Console
 from rich.table import Table
 from tqdm.auto import tqdm
 
 from experiments import report, rundir
 from experiments.common import ci_cell, common_meta, fmt, percentile, start_run
-from experiments.config import engine_spec, eval_spec, experiment_spec, to_plain
-from experiments.data.registry import load_dataset
+from experiments.config import RunConfig
+from experiments.data.registry import load
 from experiments.data.schema import Dataset, QueryDef
 from experiments.ingest import IdMap, ingest
 from experiments.routing.split import gold_spaces
@@ -48,18 +47,18 @@ def multi_subject_queries(dataset: Dataset, ids: IdMap) -> list[QueryDef]:
     return out
 
 
-def run_expand(cfg: DictConfig, run_dir: Path, embedder: Embedder | None = None
+def run_expand(run: RunConfig, run_dir: Path, embedder: Embedder | None = None
                ) -> dict[str, Any]:
     """recall@10 and latency of multi-subject questions with ``expand_query`` off and on."""
     t_start = start_run(run_dir)
-    ecfg = experiment_spec(ExpandEvalSpec, cfg.expand_eval)
-    ev = eval_spec(cfg)
-    dataset = load_dataset(to_plain(cfg.data), cfg.paths.data_dir)
+    ecfg = run.expand_eval or ExpandEvalSpec()
+    ev = run.eval
+    dataset = load(run.data, run.data_dir)
     limit, mode = int(ecfg.limit), str(ecfg.mode)
     rows: list[dict[str, Any]] = []
     trec: list[dict[str, Any]] = []
-    with MemoryEngine.open(run_dir / "store", engine_spec(cfg), embedder=embedder) as engine:
-        ids = ingest(engine, dataset, progress=bool(cfg.progress))
+    with MemoryEngine.open(run_dir / "store", run.engine, embedder=embedder) as engine:
+        ids = ingest(engine, dataset, progress=run.progress)
         queries = multi_subject_queries(dataset, ids)
         if ev.limit_queries:
             queries = queries[:int(ev.limit_queries)]
@@ -73,7 +72,7 @@ def run_expand(cfg: DictConfig, run_dir: Path, embedder: Embedder | None = None
             for flag in (False, True):
                 engine.retrieve(query=queries[0].text, limit=limit, mode=mode,
                                 expand_query=flag, **where)
-        for q in tqdm(queries, desc="expand_query", unit="q", disable=not cfg.progress):
+        for q in tqdm(queries, desc="expand_query", unit="q", disable=not run.progress):
             subjects = split_subjects(q.text)
             for read in reads:
                 where = {"space_id": q.gold_space} if read == "addressed" else {"route": "auto"}
@@ -110,9 +109,9 @@ def run_expand(cfg: DictConfig, run_dir: Path, embedder: Embedder | None = None
             block["expand" if flag else "plain"] = {
                 "n": len(sel),
                 "recall@10": ci_cell([r["recall@10"] for r in sel], clusters, n_resamples,
-                                 int(cfg.seed)),
+                                 run.seed),
                 "recall_all@10": ci_cell([r["recall_all@10"] for r in sel], clusters, n_resamples,
-                                     int(cfg.seed)),
+                                     run.seed),
                 "latency_ms_p50": percentile([r["latency_ms"] for r in sel], 50),
                 "latency_ms_p95": percentile([r["latency_ms"] for r in sel], 95),
             }
@@ -121,7 +120,7 @@ def run_expand(cfg: DictConfig, run_dir: Path, embedder: Embedder | None = None
         if plain:
             test = paired_test({k: v["recall@10"] for k, v in on.items()},
                                {k: v["recall@10"] for k, v in plain.items()},
-                               n_resamples=n_resamples, seed=int(cfg.seed))
+                               n_resamples=n_resamples, seed=run.seed)
             block["expand_minus_plain"] = {"recall@10_delta": test.delta,
                                            "ci_low": test.ci_low, "ci_high": test.ci_high,
                                            "p_value": test.p_value, "wins": test.wins,
@@ -130,7 +129,7 @@ def run_expand(cfg: DictConfig, run_dir: Path, embedder: Embedder | None = None
                       if plain[k]["latency_ms"] > 0]
             block["latency_ratio_p50"] = percentile(ratios, 50)
         summary[read] = block
-    meta = {**common_meta(cfg, models, [dataset]),
+    meta = {**common_meta(run, models, [dataset]),
             "dataset": {"name": dataset.name, "sha256": dict(dataset.source_sha256)},
             "denominators": {"queries": len(dataset.queries), "scored": len({
                 r["query_id"] for r in rows}), "multi_subject": len({r["query_id"] for r in rows}),
@@ -143,10 +142,10 @@ def run_expand(cfg: DictConfig, run_dir: Path, embedder: Embedder | None = None
         rundir.write_per_query(run_dir, rows)
         meta["trec_files"] = report.write_trec(run_dir, trec)
     rundir.write_metrics(run_dir, meta)
-    t = Table(title=f"{cfg.task_name}: expand_query on {dataset.name} -> {run_dir}")
+    t = Table(title=f"{run.task_name}: expand_query on {dataset.name} -> {run_dir}")
     for col in ("read", "flag", "n", "recall@10", "recall_all@10", "p50 ms", "p95 ms"):
         t.add_column(col, justify="left" if col in ("read", "flag") else "right")
-    lines = [f"# {cfg.task_name}: expand_query on {dataset.name}", "",
+    lines = [f"# {run.task_name}: expand_query on {dataset.name}", "",
              f"- multi-subject questions scored: {meta['denominators']['scored']}",
              "- recall: mean with 95% bootstrap CI clustered by first gold space; latency in ms "
              "with the question and subject embeddings cached beforehand",

@@ -11,11 +11,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from omegaconf import DictConfig
 from tqdm.auto import tqdm
 
 from experiments.config import CONF_DIR as CONF_DIR  # re-exported (train_reranker, tests)
-from experiments.config import to_plain
 from experiments.data.files import DatasetError, resolve_data_dir
 from experiments.data.pooled import exclude_conversations
 from experiments.data.registry import load_dataset
@@ -207,35 +205,6 @@ def as_tuples(values: Mapping[str, Any], keys: Iterable[str]) -> dict[str, Any]:
     return out
 
 
-def recipe_from_config(cfg: DictConfig) -> Recipe:
-    """The recipe part of a composed ``train_reranker`` config."""
-    plain = to_plain(cfg)
-    return recipe_from_mapping({k: plain[k] for k in RECIPE_KEYS if k in plain})
-
-
-def register_train_configs() -> None:
-    """Store the training recipes' defaults in Hydra's ``ConfigStore`` as
-    ``schema/train_reranker`` (idempotent): the cross-encoder's :class:`Recipe` at the top
-    level and the stacked model's :class:`~experiments.train_stacked.StackedRecipe` under
-    ``stacked``. ``conf/train_reranker.yaml`` starts from it (``schema@_global_``), so it lists
-    only what it changes, and a misspelled key or a wrong type fails when composed."""
-    from hydra.core.config_store import ConfigStore
-
-    from experiments.config import global_schema
-    from experiments.train_stacked import StackedRecipe
-
-    ConfigStore.instance().store(group="schema", name="train_reranker",
-                                 node=global_schema(Recipe, stacked=StackedRecipe))
-
-
-def compose_train_config(overrides: Sequence[str] = ()) -> DictConfig:
-    """Compose ``conf/train_reranker.yaml`` (inside or outside a running Hydra app)."""
-    from experiments.config import compose_config
-
-    register_train_configs()
-    return compose_config("train_reranker", overrides)
-
-
 # --------------------------------------------------------------------------- mining
 @dataclass(frozen=True)
 class Mined:
@@ -340,7 +309,7 @@ def mine(name: str, dataset: Dataset, src: SourceSpec, spec: EngineSpec, mining:
                                    **({} if mining.observations else {"memory_types": ["fact"]}))
             ranked = tuple(ids.keys(r.memory_id for r in resp.results))
             gold = frozenset(q.gold_keys)
-            also = set(q.metadata.get("also_answered_by") or ())
+            also = set(q.also_answered_by)
             negatives = tuple(k for k in ranked if k not in also and not
                               (set(ids.sources.get(k, (k,))) & gold))
             restating = tuple(k for k in ranked if k in notes

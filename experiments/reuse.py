@@ -38,6 +38,8 @@ from pathlib import Path
 from typing import Any
 
 from experiments import rundir
+from experiments.data.files import DatasetError
+from experiments.data.registry import data_spec
 from experiments.data.schema import Dataset
 from experiments.ingest import IdMap
 from memory_core.config import EngineSpec
@@ -73,9 +75,20 @@ def fingerprint(dataset: Dataset, data_cfg: Mapping[str, Any], spec: EngineSpec)
     write_time = {k: v for k, v in _plain(spec).items() if k not in READ_TIME}
     return json.loads(json.dumps({
         "dataset": dataset.name, "sha256": dict(dataset.source_sha256),
-        "data": dict(data_cfg), "memories": len(dataset.memories), "spaces": len(dataset.spaces),
+        "data": data_block(data_cfg), "memories": len(dataset.memories),
+        "spaces": len(dataset.spaces),
         "engine_write_time": write_time, CODE_KEY: code_sha256(),
     }, default=str, sort_keys=True))
+
+
+def data_block(block: Mapping[str, Any]) -> dict[str, Any]:
+    """A ``data`` block with every setting of its spec (:func:`experiments.data.registry.
+    data_spec`), so a block written before a setting joined the spec (e.g. the synthetic
+    world's ``start``) reads as the same block; a block no spec reads stays as it is."""
+    try:
+        return _plain(data_spec(block))
+    except (DatasetError, TypeError, ValueError):
+        return dict(block)
 
 
 def _plain(value: Any) -> Any:
@@ -139,6 +152,7 @@ def restore(source: str | Path, run_dir: Path, print_: Mapping[str, Any],
     stored = dict(body["fingerprint"])
     stored["engine_write_time"] = {k: v for k, v in stored.get("engine_write_time", {}).items()
                                    if k not in READ_TIME}  # READ_TIME may have grown since
+    stored["data"] = json.loads(json.dumps(data_block(stored.get("data") or {}), default=str))
     wanted = dict(print_)
     if allow_code_change:
         stored.pop(CODE_KEY, None)

@@ -36,13 +36,15 @@ from experiments import metrics as M
 from experiments import plots, report, reuse, rundir
 from experiments.common import jsonable, percentile, platform_info, start_run
 from experiments.compare import compare_modes, print_comparison
-from experiments.config import engine_spec, eval_spec, to_plain
-from experiments.data.registry import load_dataset
+from experiments.config import RunConfig, run_config
+from experiments.data.registry import load
 from experiments.data.schema import Dataset, QueryDef
 from experiments.expand import run_expand
 from experiments.ingest import IdMap, ingest
+from experiments.query_row import QueryRow, Ranked
 from experiments.routing import run_routing
 from experiments.scoring import score
+from experiments.specs import EvalSpec
 from experiments.tiers import run_tiers
 from experiments.train_reranker import prepare_reranker, reranker_split
 from memory_core import MemoryEngine
@@ -60,7 +62,7 @@ VIEWS = {
 }
 
 
-def pool_recall(engine: MemoryEngine, trace_id: str, space_id: str | None, q: QueryDef,
+def pool_recall(engine: MemoryEngine, trace_id: str | None, space_id: str | None, q: QueryDef,
                 ids: IdMap, ks: list[int]) -> dict[str, float | None]:
     """Candidate recall of the first stage: the share of the query's gold turns among the top
     ``k`` of the fused pool (after fusion and its boosts, before dedup, scoring and ``limit``;
@@ -68,8 +70,10 @@ def pool_recall(engine: MemoryEngine, trace_id: str, space_id: str | None, q: Qu
     This is the ceiling of any reranker that scores that pool. ``pool_recall@k``."""
     if not ks:
         return {}
-    lists = engine.get_receipt(trace_id).stages.get("candidates", {})
-    fused = [row[0] for row in (lists.get(space_id) or {}).get("fused", [])]
+    if trace_id is None:
+        raise ValueError("pool_recall needs the retrieve's trace (engine.trace on)")
+    lists = engine.get_receipt(trace_id).trace.candidates.get(space_id) if space_id else None
+    fused = [row.memory_id for row in lists.fused or ()] if lists is not None else []
     keys = ids.keys(m for m in fused if m in ids.key_of)
     got = score(keys, q.gold_keys, ids.sources, [f"recall@{k}" for k in ks])
     return {f"pool_{name}": value for name, value in got.items()}
@@ -93,15 +97,14 @@ def scorable(dataset: Dataset, ids: IdMap) -> tuple[list[QueryDef], Counter[str]
     return keep, skipped
 
 
-def session_names(cfg: DictConfig) -> list[str]:
+def session_names(ev: EvalSpec) -> list[str]:
     """Column names of the session-level metrics: ``session_<metric>``."""
-    return [f"session_{m}" for m in eval_spec(cfg).session_metrics]
+    return [f"session_{m}" for m in ev.session_metrics]
 
 
-def retrieve_limit(cfg: DictConfig, max_limit: int) -> int:
+def retrieve_limit(ev: EvalSpec, max_limit: int) -> int:
     """How many memories each query asks for: ``eval.limit``, else the deepest cut-off any
     metric needs (capped at the engine's ``max_limit``)."""
-    ev = eval_spec(cfg)
     if ev.limit:
         return min(int(ev.limit), max_limit)
     ks = list(ev.ks) + [k for m in [*ev.metrics, *ev.session_metrics]
@@ -109,14 +112,13 @@ def retrieve_limit(cfg: DictConfig, max_limit: int) -> int:
     return min(max(ks), max_limit)
 
 
-def usable_modes(engine: MemoryEngine, cfg: DictConfig) -> tuple[list[str], dict[str, str]]:
+def usable_modes(engine: MemoryEngine, ev: EvalSpec) -> tuple[list[str], dict[str, str]]:
     """The configured modes this engine can run, and the skipped ones with the reason.
 
     An unavailable mode is an error unless ``eval.skip_unavailable_modes`` (the ablation
     preset sets it, so ``[fast, accurate]`` runs before the cross-encoder exists); a skipped
     mode is written into ``metrics.json``, never dropped silently.
     """
-    ev = eval_spec(cfg)
     available = {m.value for m in engine.available_modes}
     modes = [m for m in ev.modes if m in available]
     why = {"accurate": f": {engine.rerank_unavailable}" if engine.rerank_unavailable else ""}
@@ -152,14 +154,14 @@ def _ms(t0: float) -> float:
     return round((time.perf_counter() - t0) * 1000, 3)
 
 
-def request_fields(q: QueryDef, ev: Any, limit: int) -> dict[str, Any]:
+def request_fields(q: QueryDef, ev: EvalSpec, limit: int) -> dict[str, Any]:
     """The fields :func:`evaluate` sends for ``q`` in every view (mode and view added)."""
     when = ({"query_timestamp": q.query_timestamp}
             if ev.query_timestamp and q.query_timestamp else {})
     return {"query": q.text, "space_id": q.gold_space, "limit": limit, **when}
 
 
-def warm_up(engine: MemoryEngine, queries: list[QueryDef], cfg: DictConfig,
+def warm_up(engine: MemoryEngine, queries: list[QueryDef], ev: EvalSpec,
             modes: list[str]) -> dict[str, Any]:
     """The untimed set-up :func:`evaluate` does before its first timed retrieve, so that no
     mode or view pays a first-use cost another one is spared; returns its record
@@ -178,8 +180,7 @@ def warm_up(engine: MemoryEngine, queries: list[QueryDef], cfg: DictConfig,
       state. ``first_retrieve_ms``: that call's time, model load included; it is in no
       table.
     """
-    ev = eval_spec(cfg)
-    limit = retrieve_limit(cfg, engine.spec.max_limit)
+    limit = retrieve_limit(ev, engine.spec.max_limit)
     embedder = engine.embedder
     bare = embedder.inner if isinstance(embedder, CachedEmbedder) else None  # the model
     texts = list(dict.fromkeys(q.text for q in queries))
@@ -210,23 +211,22 @@ def warm_up(engine: MemoryEngine, queries: list[QueryDef], cfg: DictConfig,
     return record
 
 
-def evaluate(engine: MemoryEngine, queries: list[QueryDef], ids: IdMap, cfg: DictConfig,
+def evaluate(engine: MemoryEngine, queries: list[QueryDef], ids: IdMap, ev: EvalSpec,
              has_observations: bool, modes: list[str] | None = None,
-             timing: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+             timing: dict[str, Any] | None = None, progress: bool = False) -> list[QueryRow]:
     """Ask every query in every configured mode and view; one row per (query, mode, view).
 
     Each row's ``latency_ms`` is one retrieve timed after :func:`warm_up`; its record, and
     how many query embeddings were computed during the timed calls (``computed_while_timed``:
     0 with the embedding cache; ``None`` when the embedder counts none), go into ``timing``
     when given."""
-    ev = eval_spec(cfg)
     modes = modes if modes is not None else list(ev.modes)
-    record = warm_up(engine, queries, cfg, modes)
-    counts = isinstance(engine.embedder, CachedEmbedder)
-    misses = engine.embedder.misses if counts else None
+    record = warm_up(engine, queries, ev, modes)
+    embedder = engine.embedder
+    misses = embedder.misses if isinstance(embedder, CachedEmbedder) else None
     metric_names = list(ev.metrics)
     sessions = [str(m) for m in ev.session_metrics]
-    limit = retrieve_limit(cfg, engine.spec.max_limit)
+    limit = retrieve_limit(ev, engine.spec.max_limit)
     ragas = None
     if ev.ragas:
         from experiments.ragas_metrics import RagasIdScorer
@@ -239,39 +239,34 @@ def evaluate(engine: MemoryEngine, queries: list[QueryDef], ids: IdMap, cfg: Dic
         log.warning("pool_recall@%s not scored: the engine's traces keep %d candidates "
                     "(engine.trace.depth)", shallow, engine.spec.trace.depth)
         pool_ks = [k for k in pool_ks if k not in shallow]
-    rows: list[dict[str, Any]] = []
+    rows: list[QueryRow] = []
     for mode in modes:
         for view in views:
-            for q in tqdm(queries, desc=f"{mode}/{view}", unit="q", disable=not cfg.progress):
+            for q in tqdm(queries, desc=f"{mode}/{view}", unit="q", disable=not progress):
                 body = request_fields(q, ev, limit)
                 t0 = time.perf_counter()
                 resp = engine.retrieve(**body, mode=mode, receipt=ev.receipts, **VIEWS[view])
                 latency = (time.perf_counter() - t0) * 1000
-                keys = ids.keys(r.memory_id for r in resp.results)
-                rows.append({
-                    "query_id": q.query_id, "kind": q.kind, "category": q.category,
-                    "conversation": q.conversation or q.gold_space, "mode": mode, "view": view,
-                    "text": q.text, "space_id": q.gold_space, "gold_keys": list(q.gold_keys),
-                    "ranked_keys": keys, "ranked_ids": [r.memory_id for r in resp.results],
-                    "scores": [r.relevance_score for r in resp.results],
-                    "memory_types": [r.memory_type for r in resp.results],
-                    "latency_ms": latency, "receipt_id": resp.receipt_id,
-                    "recall_curve": plots.recall_curve(keys, q.gold_keys, ids.sources, limit),
-                    **score(keys, q.gold_keys, ids.sources, metric_names),
-                    **session_scores(keys, q, ids, sessions),
-                    **pool_recall(engine, resp.trace_id, q.gold_space, q, ids, pool_ks),
-                    **(ragas.score(keys, q.gold_keys, ids.sources) if ragas else {}),
-                })
+                ranked = tuple(Ranked(r.memory_id, ids.key_of[r.memory_id], r.relevance_score,
+                                      r.memory_type) for r in resp.results)
+                keys = [r.key for r in ranked]
+                rows.append(QueryRow(
+                    q.query_id, q.kind, q.category, q.conversation or q.gold_space, mode, view,
+                    q.text, q.gold_space, tuple(q.gold_keys), ranked, latency, resp.receipt_id,
+                    tuple(plots.recall_curve(keys, q.gold_keys, ids.sources, limit)), {
+                        **score(keys, q.gold_keys, ids.sources, metric_names),
+                        **session_scores(keys, q, ids, sessions),
+                        **pool_recall(engine, resp.trace_id, q.gold_space, q, ids, pool_ks),
+                        **(ragas.score(keys, q.gold_keys, ids.sources) if ragas else {})}))
     if timing is not None:
-        timing.update(record, computed_while_timed=engine.embedder.misses - misses
-                      if counts else None)
+        timing.update(record, computed_while_timed=embedder.misses - misses
+                      if isinstance(embedder, CachedEmbedder) and misses is not None else None)
     return rows
 
 
-def reported_metrics(cfg: DictConfig) -> list[str]:
+def reported_metrics(ev: EvalSpec) -> list[str]:
     """Every per-query metric column the summary aggregates, in report order."""
-    ev = eval_spec(cfg)
-    names = [*ev.metrics, *[f"pool_recall@{k}" for k in ev.pool_ks], *session_names(cfg)]
+    names = [*ev.metrics, *[f"pool_recall@{k}" for k in ev.pool_ks], *session_names(ev)]
     if ev.ragas:
         from experiments.ragas_metrics import column_names
 
@@ -279,54 +274,54 @@ def reported_metrics(cfg: DictConfig) -> list[str]:
     return [str(n) for n in names]
 
 
-def headline_groups(cfg: DictConfig) -> dict[str, list[str]]:
+def headline_groups(ev: EvalSpec) -> dict[str, list[str]]:
     """Named groups of query kinds reported first (``eval.headline``: name -> kinds)."""
-    return {str(k): [str(v) for v in kinds]
-            for k, kinds in (eval_spec(cfg).headline or {}).items()}
+    return {str(k): [str(v) for v in kinds] for k, kinds in (ev.headline or {}).items()}
 
 
-def run_retrieval(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
+def run_retrieval(run: RunConfig, run_dir: Path) -> dict[str, Any]:
     """The retrieval run (module docstring); returns what it wrote to ``metrics.json``."""
     t_start = start_run(run_dir)
-    dataset = load_dataset(to_plain(cfg.data), cfg.paths.data_dir)
-    spec = engine_spec(cfg)
-    ev = eval_spec(cfg)
+    dataset = load(run.data, run.data_dir)
+    spec, ev = run.engine, run.eval
     pool_ks = [int(k) for k in ev.pool_ks]
     if pool_ks and max(pool_ks) > spec.trace.depth:  # the traces must hold the deepest pool cut
         spec = dataclasses.replace(spec, trace=dataclasses.replace(spec.trace,
                                                                    depth=max(pool_ks)))
-    spec, reranker_info = prepare_reranker(cfg, spec, dataset)  # trains it once if missing
-    store_print = reuse.fingerprint(dataset, to_plain(cfg.data), spec)
+    spec, reranker_info = prepare_reranker(run, spec, dataset)  # trains it once if missing
+    store_print = reuse.fingerprint(dataset, run.data_block, spec)
     reused = ev.reuse_store
     t0 = time.perf_counter()
     ids = reuse.restore(reused, run_dir, store_print, ev.reuse_allow_code_change,
                         keys=dataset.memory_keys()) if reused else None  # eval.reuse_store
     with MemoryEngine.open(run_dir / "store", spec) as engine:
         if ids is None:
-            ids = ingest(engine, dataset, progress=bool(cfg.progress))
+            ids = ingest(engine, dataset, progress=run.progress)
         ingest_s = time.perf_counter() - t0
         reuse.save(run_dir, ids, store_print)
         queries, skipped = scorable(dataset, ids)
         if ev.limit_queries:
             queries = queries[: int(ev.limit_queries)]
         has_obs = any(m.memory_type == "observation" for m in dataset.memories)
-        modes, modes_skipped = usable_modes(engine, cfg)
+        modes, modes_skipped = usable_modes(engine, ev)
         reranker_info.update(reranker_split(engine, dataset, queries, modes))  # no leakage
         t0 = time.perf_counter()
         latency: dict[str, Any] = {}
-        rows = evaluate(engine, queries, ids, cfg, has_obs, modes, timing=latency)
+        found = evaluate(engine, queries, ids, ev, has_obs, modes, timing=latency,
+                         progress=run.progress)
         eval_s = time.perf_counter() - t0
         models = engine.model_identity()
 
-    metric_names = reported_metrics(cfg)
-    headline = headline_groups(cfg)
+    rows = [r.columns() for r in found]  # per_query.parquet's rows
+    metric_names = reported_metrics(ev)
+    headline = headline_groups(ev)
     summary = report.aggregate(rows, metric_names, n_resamples=ev.n_resamples,
-                               seed=int(cfg.seed), groups=headline)
+                               seed=run.seed, groups=headline)
     meta: dict[str, Any] = {
-        "task_name": cfg.task_name,
+        "task_name": run.task_name,
         "dataset": {"name": dataset.name, "sha256": dict(dataset.source_sha256),
                     "info": jsonable(dict(dataset.info))},
-        "config": to_plain(cfg),
+        "config": run.resolved,
         "models": models,
         "denominators": {"queries": len(dataset.queries), "scored": len(queries),
                          "skipped": dict(skipped), "memories": len(dataset.memories),
@@ -339,8 +334,8 @@ def run_retrieval(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
         "reranker": reranker_info,
         "mode_comparison": compare_modes(rows, [m for m in metric_names if "recall" in m],
                                          headline, n_resamples=ev.n_resamples,
-                                         seed=int(cfg.seed)),
-        "retrieve_limit": retrieve_limit(cfg, spec.max_limit),
+                                         seed=run.seed),
+        "retrieve_limit": retrieve_limit(ev, spec.max_limit),
         "latency": latency,
         "timing_s": {"ingest": round(ingest_s, 3), "evaluate": round(eval_s, 3),
                      "total": round(time.perf_counter() - t_start, 3)},
@@ -354,21 +349,21 @@ def run_retrieval(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
         if ev.plots:
             meta["plots"] = plots.write_plots(run_dir, rows, summary, metric_names,
                                               groups=headline)
-        if "thresholds" in cfg:  # conf/experiment/thresholds.yaml
+        if run.thresholds is not None:  # conf/experiment/thresholds.yaml
             from experiments.thresholds import analyse
 
-            meta["thresholds"] = analyse(rows, ids.sources, to_plain(cfg.thresholds), run_dir)
+            meta["thresholds"] = analyse(rows, ids.sources, run.thresholds, run_dir)
         rundir.write_metrics(run_dir, meta)
     rundir.write_summary(run_dir, report.summary_markdown(meta, summary, metric_names))
-    report.print_table(summary, metric_names, f"{cfg.task_name} on {dataset.name} -> {run_dir}")
+    report.print_table(summary, metric_names, f"{run.task_name} on {dataset.name} -> {run_dir}")
     print_comparison(meta["mode_comparison"], [m for m in metric_names if "recall" in m],
-                     f"{cfg.task_name} on {dataset.name}")
+                     f"{run.task_name} on {dataset.name}")
     return meta
 
 
 # ``runner:`` in a preset (conf/experiment/*.yaml) -> the function that runs it; each takes the
-# composed config and the run directory and returns what it wrote to ``metrics.json``
-RUNNERS: dict[str, Callable[[DictConfig, Path], dict[str, Any]]] = {
+# typed run config and the run directory and returns what it wrote to ``metrics.json``
+RUNNERS: dict[str, Callable[[RunConfig, Path], dict[str, Any]]] = {
     "retrieval": run_retrieval,   # the default: ask every question in every mode, score it
     "routing": run_routing,       # experiment=routing (experiments/routing/)
     "expand": run_expand,         # experiment=expand (experiments/expand.py)
@@ -377,12 +372,13 @@ RUNNERS: dict[str, Callable[[DictConfig, Path], dict[str, Any]]] = {
 
 
 def run_experiment(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
-    """The whole run of the config's ``runner`` (:data:`RUNNERS`; default ``retrieval``);
-    returns what it wrote to ``metrics.json``."""
+    """The whole run of a composed config's ``runner`` (:data:`RUNNERS`; default
+    ``retrieval``), typed once (:func:`experiments.config.run_config`); returns what it wrote
+    to ``metrics.json``."""
     name = str(cfg.runner)
     if name not in RUNNERS:
         raise ValueError(f"unknown runner {name!r}; valid: {', '.join(RUNNERS)}")
-    return RUNNERS[name](cfg, run_dir)
+    return RUNNERS[name](run_config(cfg), run_dir)
 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")

@@ -11,9 +11,28 @@ what they change, and the runners read the block through
 
 from __future__ import annotations
 
+import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
+
+from memory_core.config import spec_from_mapping
+
+S = TypeVar("S")
+
+
+def typed_spec(cls: type[S], values: Mapping[str, Any] | None) -> S:
+    """The frozen spec ``cls`` from plain values (a composed block, read back): lists become
+    tuples where the spec says so, nested specs are built; unknown keys fail."""
+    hints = typing.get_type_hints(cls)
+    return spec_from_mapping(cls, {
+        name: tuple(value) if isinstance(value, list) and _is_tuple(hints.get(name)) else value
+        for name, value in (values or {}).items()})
+
+
+def _is_tuple(hint: Any) -> bool:
+    return typing.get_origin(hint) is tuple or any(
+        typing.get_origin(a) is tuple for a in typing.get_args(hint))
 
 
 @dataclass(frozen=True)

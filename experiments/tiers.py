@@ -39,7 +39,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from omegaconf import DictConfig
 from rich.console import Console
 from rich.table import Table
 from tqdm.auto import tqdm
@@ -47,8 +46,8 @@ from tqdm.auto import tqdm
 from experiments import report, rundir
 from experiments.common import (ci_cell, common_meta, engine_safe, load_present, percentile,
                                 start_run)
-from experiments.config import engine_spec, eval_spec, experiment_spec, to_plain
-from experiments.data.registry import load_dataset
+from experiments.config import RunConfig
+from experiments.data.registry import load
 from experiments.data.schema import Dataset, QueryDef
 from experiments.ingest import IdMap, ingest
 from experiments.scoring import score
@@ -172,18 +171,18 @@ def variant_rows(store: Path, variants: Mapping[str, EngineSpec], embedder: Embe
                           disable=not progress):
                 resp, ms = _read(eng, q, limit)
                 keys = ids.keys(r.memory_id for r in resp.results)
-                trace = eng.get_receipt(resp.trace_id)
-                esc = trace.stages.get("escalation") or {}
-                cosines = [c.get("top_cosine") for c in trace.stages.get("channels", {}).values()]
-                fused = sum(c.get("fused", 0) for c in trace.stages.get("channels", {}).values())
+                trace = eng.get_receipt(str(resp.trace_id)).trace
+                esc = trace.escalation
+                cosines = [c.top_cosine for c in trace.channels.values()]
+                fused = sum(c.fused or 0 for c in trace.channels.values())
                 row = {"dataset": dataset.name, "variant": name, "query_id": q.query_id,
                        "kind": q.kind, "conversation": q.conversation or q.gold_space,
                        "gold_keys": list(q.gold_keys), "ranked_keys": keys,
                        "scores": [r.relevance_score for r in resp.results],
                        "latency_ms": ms, "tier": resp.tier.value,
                        "escalated": resp.tier is Tier.ESCALATED,
-                       "triggered_by": list(esc.get("triggered_by", [])),
-                       "prf_terms": list(esc.get("prf_terms", [])),
+                       "triggered_by": list(esc.triggered_by) if esc else [],
+                       "prf_terms": list(esc.prf_terms) if esc else [],
                        "top_cosine": max((c for c in cosines if c is not None), default=None),
                        "fused": fused,
                        **score(keys, q.gold_keys, ids.sources, list(METRICS))}
@@ -327,26 +326,25 @@ def plot(summary: Mapping[str, Any], path: Path) -> Path:
     return path
 
 
-def _datasets(cfg: DictConfig) -> tuple[list[Dataset], dict[str, str]]:
-    out = [engine_safe(load_dataset(to_plain(cfg.data), cfg.paths.data_dir))]
-    extra = experiment_spec(TiersEvalSpec, cfg.tiers_eval).extra
-    if eval_spec(cfg).limit_queries:  # smoke run: the primary dataset only
+def _datasets(run: RunConfig, tcfg: TiersEvalSpec) -> tuple[list[Dataset], dict[str, str]]:
+    out = [engine_safe(load(run.data, run.data_dir))]
+    extra = tcfg.extra
+    if run.eval.limit_queries:  # smoke run: the primary dataset only
         return out, {str(k): "smoke run" for k in extra}
-    present, skipped = load_present(extra, cfg.paths.data_dir)
+    present, skipped = load_present(extra, run.data_dir)
     return [*out, *present], skipped
 
 
-def run_tiers(cfg: DictConfig, run_dir: Path, embedder: Embedder | None = None
+def run_tiers(run: RunConfig, run_dir: Path, embedder: Embedder | None = None
               ) -> dict[str, Any]:
     """The tiers experiment (module docstring); returns what it wrote to ``metrics.json``."""
     t_start = start_run(run_dir)
-    tcfg = experiment_spec(TiersEvalSpec, cfg.tiers_eval)
-    ev = eval_spec(cfg)
-    seed = int(cfg.seed)
-    progress = bool(cfg.progress)
-    spec = engine_spec(cfg)
-    variants = _variants(spec, tcfg)
-    datasets, skipped = _datasets(cfg)
+    tcfg = run.tiers_eval or TiersEvalSpec()
+    ev = run.eval
+    seed = run.seed
+    progress = run.progress
+    variants = _variants(run.engine, tcfg)
+    datasets, skipped = _datasets(run, tcfg)
     limit_q = ev.limit_queries
     n_q = int(limit_q) if limit_q else (int(tcfg.max_questions) if tcfg.max_questions else None)
     rows: list[dict[str, Any]] = []
@@ -366,7 +364,7 @@ def run_tiers(cfg: DictConfig, run_dir: Path, embedder: Embedder | None = None
                                  progress, 10 * int(limit_q) if limit_q else None)
     summary = summarise(rows, ev.n_resamples, seed,
                         variants["escalate"].escalate.min_candidates)
-    meta = {**common_meta(cfg, models, datasets),
+    meta = {**common_meta(run, models, datasets),
             "dataset": {"name": "+".join(d.name for d in datasets), "sha256": {
                 f"{d.name}:{k}": v for d in datasets for k, v in d.source_sha256.items()}},
             "denominators": {"scored": sum(s["questions"] for s in summary.values()),

@@ -64,11 +64,12 @@ from omegaconf import DictConfig
 from tqdm.auto import tqdm
 
 from experiments import metrics as M
-from experiments.config import engine_spec, eval_spec, to_plain
+from experiments.config import RunConfig, engine_spec, to_plain
 from experiments.rerank_data import (CONF_DIR, RECIPE_KEYS, MiningSpec, Mined, Recipe, SourceSpec,
-                                     SplitSpec, TrainSpec, compose_train_config, family,
-                                     load_source, mine, recipe_from_config, recipe_from_mapping,
-                                     register_train_configs, split_groups, training_pairs)
+                                     SplitSpec, TrainSpec, family, load_source, mine,
+                                     recipe_from_mapping, split_groups, training_pairs)
+from experiments.train_config import (compose_train_config, recipe_from_config,
+                                      register_train_configs)
 from experiments.data.schema import Dataset, QueryDef
 from memory_core import MemoryEngine
 from memory_core.config import EngineSpec, RerankSpec
@@ -394,7 +395,7 @@ def split_check(card: Mapping[str, Any] | None, dataset: Dataset,
             "trained_conversations_of_evaluated_set": len(trained), "overlap": 0}
 
 
-def prepare_reranker(cfg: DictConfig, spec: EngineSpec, dataset: Dataset
+def prepare_reranker(run: RunConfig, spec: EngineSpec, dataset: Dataset
                      ) -> tuple[EngineSpec, dict[str, Any]]:
     """For ``experiments.run``: pick and (once) train the cross-encoder accurate mode needs.
 
@@ -405,7 +406,7 @@ def prepare_reranker(cfg: DictConfig, spec: EngineSpec, dataset: Dataset
     ``eval.train_reranker: false`` never trains (accurate mode is then unavailable until the
     model exists).
     """
-    ev = eval_spec(cfg)
+    ev = run.eval
     if "accurate" not in ev.modes:
         return spec, {}
     if spec.rerank.scorer == "stacked":  # a packaged model (or rerank.stacked_model): no training
@@ -417,7 +418,7 @@ def prepare_reranker(cfg: DictConfig, spec: EngineSpec, dataset: Dataset
         spec = dataclasses.replace(spec, rerank=dataclasses.replace(spec.rerank, trained=choice))
         info.update(trained=choice, chosen_by=f"eval.reranker_by_dataset.{family(dataset.name)}")
     if ev.train_reranker:
-        ensure_trained(spec.rerank, data_dir=cfg.paths.data_dir, progress=bool(cfg.progress))
+        ensure_trained(spec.rerank, data_dir=run.data_dir, progress=run.progress)
     return spec, info
 
 
@@ -444,8 +445,8 @@ def main(cfg: DictConfig) -> None:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     scorer = str(cfg.scorer)  # conf/train_reranker.yaml
     if scorer == "stacked":
-        from experiments.train_stacked import (command_line, stacked_recipe_from_mapping,
-                                               train_stacked)
+        from experiments.stacked_recipe import stacked_recipe_from_mapping
+        from experiments.train_stacked import command_line, train_stacked
 
         stacked = stacked_recipe_from_mapping(to_plain(cfg.stacked))
         folder, card = train_stacked(stacked, spec=engine_spec(cfg), data_dir=cfg.paths.data_dir,

@@ -4,7 +4,7 @@
     python -m experiments.train_reranker scorer=cross_encoder     # the cross-encoder instead
 
 The recipe (:class:`StackedRecipe`: its defaults are the block ``stacked`` of the composed
-``train_reranker`` config, registered by :func:`experiments.rerank_data.register_train_configs`):
+``train_reranker`` config, registered by :func:`experiments.train_config.register_train_configs`):
 
 1. **Data.** Each enabled source (``stacked.sources``, the same schema as the cross-encoder's
    sources) is loaded with the harness's loaders: the synthetic world (its own seed, only topics
@@ -46,20 +46,22 @@ import shlex
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from tqdm.auto import tqdm
 
-from experiments.data.pooled import conversations_of, merge_haystacks
+from experiments.data.pooled import merge_haystacks
+from experiments.data.registry import conversations_of
 from experiments.data.schema import Dataset
 from experiments.ingest import ingest
-from experiments.rerank_data import SourceSpec, default_stacked_sources, sources_from_mapping
+from experiments.rerank_data import answerable_questions, family, load_source
+from experiments.stacked_recipe import StackedRecipe
 from experiments.stats import calibration
 from memory_core import MemoryEngine
-from memory_core.config import EngineSpec, spec_from_mapping
+from memory_core.config import EngineSpec
 from memory_core.embed import Embedder
 from memory_core.rerank.features import feature_names
 from memory_core.rerank.stacked import DEFAULT_MODEL_DIR, save_stacked
@@ -67,90 +69,6 @@ from memory_core.rerank.stacked import DEFAULT_MODEL_DIR, save_stacked
 log = logging.getLogger(__name__)
 
 CARD_VERSION = 1
-
-
-# --------------------------------------------------------------------------- recipe
-@dataclass(frozen=True)
-class ModelSpec:
-    """``HistGradientBoostingClassifier`` settings."""
-
-    max_iter: int = 200
-    learning_rate: float = 0.05
-    max_leaf_nodes: int = 15
-    min_samples_leaf: int = 40
-    l2_regularization: float = 1.0
-
-
-@dataclass(frozen=True)
-class CalibrationSpec:
-    """``CalibratedClassifierCV(method, cv=GroupKFold(folds), ensemble=ensemble)``; ``bins``
-    for the ECE. ``ensemble: false``: one model fitted on every training row, its calibrator
-    fitted on the out-of-fold predictions (one model to run when serving, not ``folds``)."""
-
-    method: str = "isotonic"
-    folds: int = 3
-    bins: int = 10
-    ensemble: bool = False
-
-    def __post_init__(self) -> None:
-        if self.method not in ("isotonic", "sigmoid"):
-            raise ValueError(f"calibration.method must be isotonic or sigmoid, got "
-                             f"{self.method!r}")
-        if self.folds < 2:
-            raise ValueError(f"calibration.folds must be >= 2, got {self.folds}")
-
-
-@dataclass(frozen=True)
-class StackedRecipe:
-    """Everything that decides what stacked model comes out (written into its card).
-
-    Its defaults are the recipe of ``python -m experiments.train_reranker`` (the block
-    ``stacked``, registered with the cross-encoder's recipe as the structured config
-    ``schema/train_reranker``; ``conf/train_reranker.yaml`` restates none)."""
-
-    name: str = "stacked_default"
-    out: str | None = None          # None: the packaged default folder
-    seed: int = 0
-    heldout_fraction: float = 0.25  # of each dataset's spaces, with all their questions
-    cross_encoder: bool = False     # add the cross-encoder's score as a feature
-    # ask as the engine's default read does: an observation takes its source fact's place and
-    # channel evidence (memory_core.dedup.prefer_observations); False: every memory as itself
-    prefer_observations: bool = True
-    # send each question's date as the read's query_timestamp where the data set gives one
-    # (LongMemEval's question_date), so "last Saturday" is read as the question meant it, as
-    # the LongMemEval experiment asks (conf/experiment/longmemeval.yaml); False: the clock.
-    # A source whose dates are the harness's stand-in sends none (SourceSpec.query_timestamp
-    # False: LoCoMo's questions carry the last session's date, and its experiment sends none)
-    query_timestamp: bool = True
-    sources: Mapping[str, SourceSpec] = field(default_factory=default_stacked_sources)
-    # source name -> a conf/data block whose questions are removed from that source: every
-    # question of the shared LongMemEval S subset is kept out, so the model may be scored on S
-    exclude_from: Mapping[str, Any] = field(
-        default_factory=lambda: {name: {"name": "longmemeval", "variant": "s"}
-                                 for name in ("longmemeval", "longmemeval_notes")})
-    # source name -> questions whose haystacks share one space (see merge_haystacks): oracle
-    # haystacks are evidence sessions only (a pool of a few, mostly gold, turns); 40 questions
-    # to a space give each question other questions' sessions as distractors
-    merge_haystacks: Mapping[str, int] = field(
-        default_factory=lambda: {"longmemeval": 40, "longmemeval_notes": 40})
-    model: ModelSpec = field(default_factory=ModelSpec)
-    calibration: CalibrationSpec = field(default_factory=CalibrationSpec)
-    eval_ks: tuple[int, ...] = (5, 10)
-
-    def to_dict(self) -> dict[str, Any]:
-        return json.loads(json.dumps(dataclasses.asdict(self), default=list))
-
-
-def stacked_recipe_from_mapping(values: Mapping[str, Any]) -> StackedRecipe:
-    """A :class:`StackedRecipe` from plain mappings (unknown keys fail)."""
-    values = dict(values)
-    sources = sources_from_mapping(values.pop("sources", None))
-    if "eval_ks" in values:
-        values["eval_ks"] = tuple(values["eval_ks"])
-    recipe = spec_from_mapping(StackedRecipe, values)
-    if not 0 < recipe.heldout_fraction < 1:
-        raise ValueError(f"heldout_fraction must be in (0, 1), got {recipe.heldout_fraction}")
-    return recipe if sources is None else dataclasses.replace(recipe, sources=sources)
 
 
 # --------------------------------------------------------------------------- mining
@@ -169,6 +87,10 @@ class FeatureRecorder:
 
     def identity(self) -> dict[str, Any]:
         return {"model": "feature-recorder", "id": "feature-recorder"}
+
+    def recorded(self) -> tuple[list[str], np.ndarray] | None:
+        """The last pool :meth:`predict` saw (``None``: none since it was reset)."""
+        return self.last
 
 
 @dataclass(frozen=True)
@@ -194,8 +116,6 @@ def mine_features(name: str, dataset: Dataset, src: Any, spec: EngineSpec, recip
                   reranker: Any = None) -> list[QueryRows]:
     """Ask every answerable question of ``dataset`` through the engine and keep its pool's
     feature rows and labels (see the module docstring)."""
-    from experiments.rerank_data import answerable_questions, family
-
     recorder = FeatureRecorder(recipe.cross_encoder)
     pool = spec.rerank.pool
     spec = dataclasses.replace(spec, default_mode="accurate", rerank=dataclasses.replace(
@@ -212,11 +132,12 @@ def mine_features(name: str, dataset: Dataset, src: Any, spec: EngineSpec, recip
             engine.retrieve(query=q.text, space_id=q.gold_space, limit=min(pool, spec.max_limit),
                             mode="accurate", prefer_observations=recipe.prefer_observations,
                             **when)
-            if recorder.last is None:  # an empty pool: nothing to learn from
+            last = recorder.recorded()
+            if last is None:  # an empty pool: nothing to learn from
                 continue
-            mids, X = recorder.last
+            mids, X = last
             gold = set(q.gold_keys)
-            also = set(q.metadata.get("also_answered_by") or ())
+            also = set(q.also_answered_by)
             keys = ids.keys(mids)
             y = np.array([float(k in gold or k in also or bool(set(ids.sources.get(k, ())) & gold))
                           for k in keys])
@@ -280,7 +201,7 @@ def build_model(recipe: StackedRecipe, groups: np.ndarray):
 
     return CalibratedClassifierCV(make_pipeline(DropEmptyColumns(), hgb),
                                   method=recipe.calibration.method, cv=folds,
-                                  ensemble=recipe.calibration.ensemble)
+                                  ensemble=recipe.calibration.ensemble)  # pyright: ignore[reportArgumentType]
 
 
 def expected_calibration_error(p: np.ndarray, y: np.ndarray, bins: int = 10) -> float:
@@ -354,8 +275,6 @@ def train_stacked(recipe: StackedRecipe, *, spec: EngineSpec | None = None,
     conversations) are removed from that source (LongMemEval oracle minus the S subset).
     ``embedder`` replaces the configured one (tests pass a model-free embedder).
     """
-    from experiments.rerank_data import load_source, family
-
     spec = spec or EngineSpec()
     t0 = time.perf_counter()
     reranker = None
@@ -501,5 +420,4 @@ def command_line(data_dir: str | None = None) -> str:
             + " ".join(shlex.quote(a) for a in sys.argv[1:])).strip()
 
 
-__all__ = ["FeatureRecorder", "StackedRecipe", "expected_calibration_error", "train_stacked",
-           "stacked_recipe_from_mapping"]
+__all__ = ["FeatureRecorder", "StackedRecipe", "expected_calibration_error", "train_stacked"]

@@ -43,7 +43,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from experiments.data.files import DatasetError, read_json, verify
 from experiments.data.schema import Dataset, MemoryDef, QueryDef, SpaceDef
@@ -192,6 +192,25 @@ def _description(sample: Mapping[str, object], dates: list[str]) -> str:
     if events:
         text += ". Topics: " + "; ".join(events)
     return text + "."
+
+
+@dataclass(frozen=True)
+class LocomoData:
+    """The ``data`` block of LoCoMo (``conf/data/locomo.yaml``, structured config
+    ``data/base_locomo``): :func:`load_locomo`'s parameters."""
+
+    name: str = "locomo"
+    include_observations: bool = True  # the provided per-turn observations, on their turns
+    include_summaries: bool = False    # one observation per session summary, on all its turns
+    conversations: tuple[str, ...] | None = None  # e.g. [conv-26, conv-30]; None: all 10
+    # all kept; reports give 1-4 as the headline and 5 apart
+    categories: tuple[int, ...] = (1, 2, 3, 4, 5)
+    # the transforms every real set takes (:mod:`experiments.data.pooled`,
+    # :data:`experiments.data.registry.TRANSFORM_KEYS`): a data block whose conversations are
+    # dropped, and that many conversations' memories to one space, grouped by merge_seed (0)
+    exclude_conversations_of: Mapping[str, Any] | None = None
+    merge_haystacks: int | None = None
+    merge_seed: int | None = None
 
 
 def load_locomo(

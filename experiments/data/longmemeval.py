@@ -55,7 +55,8 @@ from collections import Counter
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from types import MappingProxyType
-from typing import Literal
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from experiments.data.files import DatasetError, read_json, verify
 from experiments.data.schema import Dataset, MemoryDef, QueryDef, SpaceDef
@@ -160,6 +161,22 @@ def part_files(data_dir: Path, variant: Variant,
     return found
 
 
+@dataclass(frozen=True)
+class LongMemEvalData:
+    """The ``data`` block of LongMemEval (``conf/data/longmemeval*.yaml``, structured config
+    ``data/base_longmemeval``): :func:`load_longmemeval`'s parameters."""
+
+    name: str = "longmemeval"
+    variant: Variant = "s"               # s (150-question cleaned subset) | oracle (500)
+    limit_questions: int | None = None   # e.g. 12: round-robin over question types
+    # the transforms every real set takes (:mod:`experiments.data.pooled`,
+    # :data:`experiments.data.registry.TRANSFORM_KEYS`): a data block whose conversations are
+    # dropped, and that many conversations' memories to one space, grouped by merge_seed (0)
+    exclude_conversations_of: Mapping[str, Any] | None = None
+    merge_haystacks: int | None = None
+    merge_seed: int | None = None
+
+
 def load_longmemeval(
     data_dir: Path,
     variant: Variant = "s",
@@ -261,7 +278,7 @@ def _round_robin(records: Iterator[Mapping[str, object]], limit: int) -> frozens
     return frozenset(picked[:limit])
 
 
-def _field(record: Mapping[str, object], name: str, kind: type) -> list | str:
+def _field(record: Mapping[str, object], name: str, kind: type) -> Any:
     value = record.get(name)
     if not isinstance(value, kind):
         raise DatasetError(f"LongMemEval record {record.get('question_id')}: {name} is not a "

@@ -32,7 +32,8 @@ from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
-from typing import Literal
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from experiments.data.files import DatasetError, read_json, read_jsonl, verify
 from experiments.data.schema import Dataset, MemoryDef, QueryDef, SpaceDef
@@ -60,6 +61,21 @@ LABEL_FIELDS: tuple[str, ...] = ()
 def memorybank_files(language: Language) -> tuple[str, str]:
     """``(memory bank file, probing questions file)`` names for one language."""
     return f"memory_bank_{language}.json", f"probing_questions_{language}.jsonl"
+
+
+@dataclass(frozen=True)
+class MemoryBankData:
+    """The ``data`` block of MemoryBank (``conf/data/memorybank.yaml``, structured config
+    ``data/base_memorybank``): :func:`load_memorybank`'s parameters."""
+
+    name: str = "memorybank"
+    language: Language = "en"   # en | cn
+    # the transforms every real set takes (:mod:`experiments.data.pooled`,
+    # :data:`experiments.data.registry.TRANSFORM_KEYS`): a data block whose conversations are
+    # dropped, and that many conversations' memories to one space, grouped by merge_seed (0)
+    exclude_conversations_of: Mapping[str, Any] | None = None
+    merge_haystacks: int | None = None
+    merge_seed: int | None = None
 
 
 def load_memorybank(

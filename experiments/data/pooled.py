@@ -27,10 +27,6 @@ from __future__ import annotations
 
 import dataclasses
 import random
-from collections.abc import Mapping
-from pathlib import Path
-from typing import Any
-
 from experiments.data.schema import Dataset, SpaceDef
 
 
@@ -67,16 +63,8 @@ def merge_haystacks(dataset: Dataset, per_space: int, seed: int) -> Dataset:
         spaces=tuple(SpaceDef(n, f"{per_space} merged haystacks") for n in names),
         memories=tuple(dataclasses.replace(m, space_id=group[m.space_id])
                        for m in dataset.memories),
-        queries=tuple(dataclasses.replace(q, gold_space=group.get(q.gold_space, q.gold_space),
+        queries=tuple(dataclasses.replace(q, gold_space=group[q.gold_space] if q.gold_space in group
+                                          else q.gold_space,
                                           conversation=q.conversation or q.gold_space)
                       for q in dataset.queries),
         info={**dict(dataset.info), "merged_haystacks": per_space})
-
-
-def conversations_of(data: Mapping[str, Any], data_dir: str | Path | None) -> list[str]:
-    """The conversations (question ids, for LongMemEval) of the dataset a ``conf/data`` block
-    names: what :func:`exclude_conversations` drops to keep that set out."""
-    from experiments.data.registry import load_dataset
-
-    ds = load_dataset(dict(data), data_dir)
-    return sorted({str(q.conversation or q.gold_space) for q in ds.queries})

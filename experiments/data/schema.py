@@ -30,7 +30,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Literal
+from typing import Literal, TypeVar
+
+V = TypeVar("V")
 
 MemoryKind = Literal["fact", "observation"]
 
@@ -39,7 +41,7 @@ HARNESS_LABEL_FIELDS = ("gold_keys", "gold_space", "gold_spaces", "gold_sessions
                         "abstention")
 
 
-def _frozen(mapping: Mapping[str, object] | None) -> Mapping[str, object]:
+def _frozen(mapping: Mapping[str, V] | None) -> Mapping[str, V]:
     return MappingProxyType(dict(mapping or {}))
 
 
@@ -86,6 +88,13 @@ class QueryDef:
     @property
     def answerable(self) -> bool:
         return self.gold_space is not None and bool(self.gold_keys)
+
+    @property
+    def also_answered_by(self) -> tuple[str, ...]:
+        """Keys that answer the question besides its gold (a gold fact's restatements:
+        ``metadata["also_answered_by"]``, which the synthetic world writes)."""
+        keys = self.metadata.get("also_answered_by")
+        return tuple(str(k) for k in keys) if isinstance(keys, list | tuple) else ()
 
 
 @dataclass(frozen=True)

@@ -40,11 +40,12 @@ from __future__ import annotations
 import random
 import re
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import asdict, dataclass
-from datetime import UTC, datetime, timedelta
+from dataclasses import asdict, dataclass, replace
+from datetime import datetime, timedelta
 from types import MappingProxyType
 
 from experiments.data.schema import Dataset, MemoryDef, QueryDef, SpaceDef
+from experiments.data.synthetic_spec import DATASET_NAME, WorldSpec, check_spec, parse_start
 from experiments.data.synthetic_topics import (
     COMPUTED_ROOTS,
     INBOX,
@@ -59,7 +60,6 @@ from experiments.data.synthetic_topics import (
     Topic,
 )
 
-DATASET_NAME = "synthetic"
 INBOX_FACTS = 5
 SPAN_SECONDS = 365 * 86_400  # facts are spread over about a year after ``spec.start``
 SESSION_SIZE = (3, 6)  # facts per conversation-like session
@@ -79,26 +79,19 @@ KINDS = ("near_verbatim", "paraphrase", "multi_subject", "unanswerable")
 LABEL_FIELDS = ("duplicate_of", "near_duplicate_of", "edit", "also_answered_by", "gold_spaces")
 
 
-@dataclass(frozen=True)
-class WorldSpec:
-    """Size and seed of a synthetic world (the defaults give ~235 memories, ~430 queries)."""
-
-    seed: int = 0
-    n_spaces: int = 5  # topical spaces, plus the default "inbox" space
-    facts_per_space: int = 40
-    paraphrases_per_fact: int = 1
-    verbatim_per_fact: int = 1
-    multi_subject_queries: int = 20  # total
-    unanswerable_queries: int = 10  # total
-    near_duplicates: int = 10  # total extra (near-)duplicate facts
-    observations_per_space: int = 4  # notes built from 2-3 facts each
-    start: str = "2024-01-01T00:00:00Z"  # facts get timestamps spread over ~a year after this
+TINY_WORLD = WorldSpec(n_spaces=2, facts_per_space=8, multi_subject_queries=2,
+                       unanswerable_queries=2, near_duplicates=2, observations_per_space=1)
+"""The tiny world: two spaces (payments, mobile) of 8 facts each, for tests and smoke runs
+(``data=synthetic_tiny``, ``experiment=smoke``: structured config
+``data/base_synthetic_tiny``)."""
 
 
 def tiny_spec(seed: int = 0) -> WorldSpec:
-    """A two-space world (payments, mobile) of 8 facts each, for tests and preset smoke runs."""
-    return WorldSpec(seed=seed, n_spaces=2, facts_per_space=8, multi_subject_queries=3,
-                     unanswerable_queries=2, near_duplicates=2, observations_per_space=1)
+    """:data:`TINY_WORLD` with another seed."""
+    return replace(TINY_WORLD, seed=seed)
+
+
+DEFAULT_WORLD = WorldSpec()
 
 
 @dataclass(frozen=True)
@@ -119,14 +112,6 @@ def _iso(moment: datetime) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _parse_start(text: str) -> datetime:
-    try:
-        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError as exc:
-        raise ValueError(f"WorldSpec.start must be an ISO-8601 instant, got {text!r}") from exc
-    return moment.astimezone(UTC) if moment.tzinfo else moment.replace(tzinfo=UTC)
-
-
 def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
 
@@ -143,30 +128,6 @@ def _term_values(root: str, term: Term) -> dict[str, str]:
     values = {root: term.text, f"{root}_alt": term.alt_text}
     values.update({f"{root}_{name}": value for name, value in term.parts})
     return values
-
-
-# --------------------------------------------------------------------------- spec checks
-def _check_spec(spec: WorldSpec) -> None:
-    """Reject specs the generator cannot honour, with a message naming the field."""
-    for name in ("n_spaces", "facts_per_space", "paraphrases_per_fact", "verbatim_per_fact",
-                 "multi_subject_queries", "unanswerable_queries", "near_duplicates",
-                 "observations_per_space"):
-        if getattr(spec, name) < 0:
-            raise ValueError(f"WorldSpec.{name} must be >= 0, got {getattr(spec, name)}")
-    if spec.n_spaces > len(TOPIC_POOL):
-        raise ValueError(f"WorldSpec.n_spaces={spec.n_spaces} exceeds the {len(TOPIC_POOL)} "
-                         f"hand-written topics ({', '.join(t.space_id for t in TOPIC_POOL)})")
-    if spec.n_spaces and spec.facts_per_space < 1:
-        raise ValueError("WorldSpec.facts_per_space must be >= 1 (each space has a milestone)")
-    if spec.observations_per_space and spec.facts_per_space < 2:
-        raise ValueError("observations need WorldSpec.facts_per_space >= 2")
-    frames = [f for t in TOPIC_POOL[:spec.n_spaces] for f in (*t.frames, t.milestone) if f]
-    for name, attr in (("verbatim_per_fact", "near_verbatim"),
-                       ("paraphrases_per_fact", "paraphrase")):
-        most = min((len(getattr(f, attr)) for f in frames), default=0)
-        if frames and getattr(spec, name) > most:
-            raise ValueError(f"WorldSpec.{name} must be <= {most} (templates per frame)")
-    _parse_start(spec.start)
 
 
 # --------------------------------------------------------------------------- facts
@@ -297,7 +258,7 @@ def _duplicates(facts: Sequence[_Fact], n: int, rng: random.Random,
         original = fact.memory
         content, edit = _edit(original.content, DUPLICATE_EDITS[index % len(DUPLICATE_EDITS)])
         number = per_space[original.space_id] = per_space.get(original.space_id, 0) + 1
-        moment = _parse_start(original.timestamp or "") + timedelta(
+        moment = parse_start(original.timestamp or "") + timedelta(
             seconds=rng.randint(*DUPLICATE_LAG_SECONDS))
         made.append(_Duplicate(MemoryDef(
             key=f"{original.space_id}:f{first_number + number - 1:03d}",
@@ -332,7 +293,7 @@ def _observations(facts_by_space: dict[str, list[_Fact]], topics: Sequence[Topic
     for topic in topics:
         for number, group in enumerate(
                 _observation_sources(facts_by_space[topic.space_id], n, rng), start=1):
-            last = _parse_start(group[-1].memory.timestamp or "")
+            last = parse_start(group[-1].memory.timestamp or "")
             moment = last + timedelta(seconds=rng.randint(*OBSERVATION_LAG_SECONDS))
             notes.append(MemoryDef(
                 key=f"{topic.space_id}:o{number:02d}", space_id=topic.space_id,
@@ -472,7 +433,7 @@ def _info(spec: WorldSpec, topics: Sequence[Topic], memories: Sequence[MemoryDef
                              "topics": tuple(t.space_id for t in topics), "counts": counts})
 
 
-def generate_world(spec: WorldSpec = WorldSpec()) -> Dataset:
+def generate_world(spec: WorldSpec = DEFAULT_WORLD) -> Dataset:
     """Generate the synthetic memory world described by ``spec``.
 
     Example::
@@ -486,9 +447,9 @@ def generate_world(spec: WorldSpec = WorldSpec()) -> Dataset:
     Raises ``ValueError`` for a spec it cannot honour (negative sizes, more spaces than
     hand-written topics, more facts than a topic's vocabulary can make distinct).
     """
-    _check_spec(spec)
+    check_spec(spec)
     rng = random.Random(spec.seed)
-    start = _parse_start(spec.start)
+    start = parse_start(spec.start)
     topics = TOPIC_POOL[:spec.n_spaces]
     facts_by_space = {t.space_id: _space_facts(t, spec.facts_per_space, rng, start)
                       for t in topics}

@@ -12,14 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from omegaconf import DictConfig
 from rich.console import Console
 from tqdm.auto import tqdm
 
 from experiments import report, rundir
 from experiments.common import common_meta, engine_safe, load_present, start_run
-from experiments.config import engine_spec, eval_spec, experiment_spec, to_plain
-from experiments.data.registry import load_dataset
+from experiments.config import RunConfig
+from experiments.data.registry import load
 from experiments.data.schema import Dataset
 from experiments.ingest import IdMap, ingest
 from experiments.routing.calibration import BASE_ROUTERS, Calibrated, calibrate
@@ -41,9 +40,9 @@ log = logging.getLogger(__name__)
 PRINCIPAL = "routing-eval"  # a viewer of the candidate spaces only
 
 
-def _open_engine(run_dir: Path, name: str, cfg: DictConfig, embedder: Embedder | None
+def _open_engine(run_dir: Path, name: str, run: RunConfig, embedder: Embedder | None
                  ) -> MemoryEngine:
-    return MemoryEngine.open(run_dir / f"store_{name}", engine_spec(cfg), embedder=embedder)
+    return MemoryEngine.open(run_dir / f"store_{name}", run.engine, embedder=embedder)
 
 
 def _ingest(engine: MemoryEngine, dataset: Dataset, split: Split, progress: bool) -> IdMap:
@@ -179,23 +178,23 @@ def _restrict_roles(dataset: Dataset, roles: Sequence[str] | None) -> Dataset:
     return dataclasses.replace(dataset, memories=keep, queries=queries, info=frozen_map(info))
 
 
-def run_dataset(dataset: Dataset, cfg: DictConfig, run_dir: Path, embedder: Embedder | None,
+def run_dataset(dataset: Dataset, run: RunConfig, run_dir: Path, embedder: Embedder | None,
                 smoke: bool) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]],
                                       dict[str, Any]]:
     """Split, score, calibrate and evaluate one dataset. Returns (metrics, per-question rows,
     TREC rows, pooling material)."""
-    rcfg = experiment_spec(RoutingEvalSpec, cfg.routing_eval)
-    ev = eval_spec(cfg)
-    seed = int(cfg.seed)
+    rcfg = run.routing_eval or RoutingEvalSpec()
+    ev = run.eval
+    seed = run.seed
     max_targets = int(rcfg.max_targets)
     split, cases = make_cases(dataset, seed, float(rcfg.holdout_share), float(rcfg.train_share),
                               int(rcfg.min_split_spaces),
                               None if rcfg.max_queries is None else int(rcfg.max_queries))
     train = [c for c in cases if c.split == "train"]
     test = [c for c in cases if c.split == "test"]
-    progress = bool(cfg.progress)
+    progress = run.progress
     t0 = time.perf_counter()
-    with _open_engine(run_dir, dataset.name, cfg, embedder) as engine:
+    with _open_engine(run_dir, dataset.name, run, embedder) as engine:
         ids = _ingest(engine, dataset, split, progress)
         ingest_s = time.perf_counter() - t0
         t0 = time.perf_counter()
@@ -288,30 +287,30 @@ def pooled_calibration(pools: Mapping[str, Mapping[str, Any]], rcfg: RoutingEval
     (run_dir / "routing_thresholds.yaml").write_text("\n".join(lines) + "\n")
     return out
 
-def _smoke(cfg: DictConfig) -> bool:
+def _smoke(run: RunConfig) -> bool:
     """``eval.limit_queries`` marks a smoke run: the primary dataset only, few reads."""
-    return bool(eval_spec(cfg).limit_queries)
+    return bool(run.eval.limit_queries)
 
 
-def _datasets(cfg: DictConfig, rcfg: RoutingEvalSpec, names: Sequence[str]
+def _datasets(run: RunConfig, rcfg: RoutingEvalSpec, names: Sequence[str]
               ) -> tuple[list[Dataset], dict[str, str]]:
     """The primary ``data`` dataset plus the named real sets present in the data directory."""
-    primary = engine_safe(load_dataset(to_plain(cfg.data), cfg.paths.data_dir))
+    primary = engine_safe(load(run.data, run.data_dir))
     extra, skipped = load_present(
-        {name: _dataset_cfg(name, rcfg) for name in names}, cfg.paths.data_dir,
+        {name: _dataset_cfg(name, rcfg) for name in names}, run.data_dir,
         lambda name, ds: _restrict_roles(ds, rcfg.longmemeval_roles) if name == "longmemeval"
         else ds)
     return [primary, *extra], skipped
 
 
-def run_routing(cfg: DictConfig, run_dir: Path, embedder: Embedder | None = None
+def run_routing(run: RunConfig, run_dir: Path, embedder: Embedder | None = None
                 ) -> dict[str, Any]:
     """The routing experiment (module docstring); returns what it wrote to ``metrics.json``."""
     t_start = start_run(run_dir)
-    rcfg = experiment_spec(RoutingEvalSpec, cfg.routing_eval)
-    smoke = _smoke(cfg)
+    rcfg = run.routing_eval or RoutingEvalSpec()
+    smoke = _smoke(run)
     names = [] if smoke else [str(n) for n in rcfg.datasets]
-    datasets, skipped = _datasets(cfg, rcfg, names)
+    datasets, skipped = _datasets(run, rcfg, names)
     if smoke and rcfg.datasets:
         skipped.update({str(n): "smoke run (eval.limit_queries set): primary dataset only"
                         for n in rcfg.datasets})
@@ -321,7 +320,7 @@ def run_routing(cfg: DictConfig, run_dir: Path, embedder: Embedder | None = None
     pools: dict[str, Any] = {}
     models: dict[str, Any] = {}
     for ds in datasets:
-        metrics, rows, trec_rows, pool = run_dataset(ds, cfg, run_dir, embedder, smoke)
+        metrics, rows, trec_rows, pool = run_dataset(ds, run, run_dir, embedder, smoke)
         per_dataset[ds.name] = metrics
         all_rows += rows
         trec += trec_rows
@@ -333,10 +332,9 @@ def run_routing(cfg: DictConfig, run_dir: Path, embedder: Embedder | None = None
                                          "recall@10 counts a returned observation as "
                                          "retrieving its source_ids.",
                                          report.OBSERVATION_NOTE]}
-    routing["pooled"] = pooled_calibration(pools, rcfg, int(cfg.seed), run_dir,
-                                           engine_spec(cfg).routing)
+    routing["pooled"] = pooled_calibration(pools, rcfg, run.seed, run_dir, run.engine.routing)
     scored = sum(m["questions"]["test"] for m in per_dataset.values())
-    meta = {**common_meta(cfg, models, datasets),
+    meta = {**common_meta(run, models, datasets),
             "dataset": {"name": "+".join(per_dataset), "sha256": {
                 f"{d.name}:{k}": v for d in datasets for k, v in d.source_sha256.items()}},
             "denominators": {"datasets": len(per_dataset), "questions": len(
@@ -346,7 +344,7 @@ def run_routing(cfg: DictConfig, run_dir: Path, embedder: Embedder | None = None
             # sweep objective: share of test questions the configured router handles correctly
             "objective": float(np.mean([b["routers"][r]["handled_correctly"] or 0.0
                                         for b in per_dataset.values()
-                                        if (r := engine_spec(cfg).routing.router) in b["routers"]]
+                                        if (r := run.engine.routing.router) in b["routers"]]
                                        or [0.0])),
             "timing_s": {"total": round(time.perf_counter() - t_start, 3)}}
     meta["plots"] = [plot_reliability(routing, run_dir / RELIABILITY_PLOT).name]
@@ -356,5 +354,5 @@ def run_routing(cfg: DictConfig, run_dir: Path, embedder: Embedder | None = None
     rundir.write_metrics(run_dir, meta)
     rundir.write_summary(run_dir, summary_lines(meta))
     Console(width=max(160, Console().width)).print(
-        comparison_table(routing, f"{cfg.task_name}: routing -> {run_dir}"))
+        comparison_table(routing, f"{run.task_name}: routing -> {run_dir}"))
     return meta

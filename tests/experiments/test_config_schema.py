@@ -13,7 +13,7 @@ from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
 
-from experiments.config import GROUP_SPECS, engine_spec, experiment_spec, schema_of
+from experiments.config import GROUP_SPECS, engine_spec, experiment_spec, schema_of, to_plain
 from experiments.specs import (BLOCK_SPECS, EvalSpec, ExpandEvalSpec, RoutingEvalSpec,
                                ThresholdSpec, TiersEvalSpec)
 from memory_core.config import (ChannelsSpec, EngineSpec, FusionSpec, RoutingSpec,
@@ -75,6 +75,40 @@ def test_group_yaml_holds_only_overrides(path):
         default = getattr(defaults, key)
         assert value != (dict(default) if isinstance(default, dict) or hasattr(default, "items")
                          else default), f"{path.name}: {key}={value!r} is the spec's default"
+
+
+@pytest.mark.parametrize("path", sorted((CONF / "data").glob("*.yaml")), ids=lambda p: p.stem)
+def test_data_yaml_holds_only_overrides(path):
+    """Each data option starts from its loader's spec (``data/base_<name>``; the tiny world
+    from ``data/base_synthetic_tiny``) and sets only what differs from it or interpolates."""
+    from experiments.data.registry import DATA_SPECS, data_spec
+    from experiments.data.synthetic import TINY_WORLD
+
+    body = yaml.safe_load(path.read_text())
+    base = body["defaults"][0]
+    assert body["defaults"] == [base, "_self_"] and base.startswith("base_")
+    composed = to_plain(_compose([f"data={path.stem}"]).data)
+    spec = data_spec(composed)
+    assert type(spec) is DATA_SPECS[composed["name"]]
+    start = (dataclasses.replace(spec, world=TINY_WORLD) if base == "base_synthetic_tiny"
+             else type(spec)())
+    for key, value in _own_values(path).items():
+        if key in _interpolated(_own_values(path)):
+            continue
+        if dataclasses.is_dataclass(getattr(start, key)):  # the world: each of its keys
+            for sub, v in value.items():
+                assert "${" in str(v) or v != getattr(getattr(start, key), sub), (key, sub)
+        else:
+            assert value != getattr(start, key), f"{path.name}: {key}={value!r} is the default"
+
+
+def test_the_tiny_world_is_defined_once():
+    """``data=synthetic_tiny`` (and so ``experiment=smoke``) composes TINY_WORLD itself."""
+    from experiments.data.synthetic import TINY_WORLD, tiny_spec
+
+    world = to_plain(_compose(["experiment=smoke"]).data)["world"]
+    assert world == dataclasses.asdict(TINY_WORLD) == dataclasses.asdict(tiny_spec())
+    assert TINY_WORLD.multi_subject_queries == 2
 
 
 def test_engine_block_is_engine_spec_defaults_but_the_cache():

@@ -32,9 +32,10 @@ def _haystacks() -> Dataset:
 def toy(monkeypatch):
     """``load_dataset`` of a real set's name answers the toy haystacks; the set to exclude
     (``{"name": "other"}``) holds questions q1 and q4."""
-    monkeypatch.setattr(registry, "_load", lambda name, options, data_dir: _haystacks())
-    monkeypatch.setattr("experiments.data.pooled.conversations_of",
-                        lambda data, data_dir: ["q1", "q4"] if dict(data) == {"name": "other"}
+    monkeypatch.setattr(registry, "_load", lambda spec, data_dir, pinned: _haystacks())
+    monkeypatch.setattr(registry, "conversations_of",
+                        lambda data, data_dir, pinned: ["q1", "q4"]
+                        if dict(data) == {"name": "other"}
                         else pytest.fail(f"unexpected exclusion block {data!r}"))
 
 

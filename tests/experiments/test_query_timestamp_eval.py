@@ -13,7 +13,7 @@ import pytest
 def test_runner_sends_the_question_date_only_when_asked(hash_embedder, flag, expected):
     from hydra import compose, initialize_config_dir
 
-    from experiments.config import to_plain
+    from experiments.config import eval_spec, to_plain
     from experiments.data.registry import load_dataset
     from experiments.ingest import ingest
     from experiments.run import evaluate, scorable
@@ -39,7 +39,7 @@ def test_runner_sends_the_question_date_only_when_asked(hash_embedder, flag, exp
             return original(request, **fields)
 
         eng.retrieve = spy
-        evaluate(eng, dated, ids, cfg, has_observations=False, modes=["fast"])
+        evaluate(eng, dated, ids, eval_spec(cfg), has_observations=False, modes=["fast"])
     warm_up, timed = seen[:1], seen[1:]  # one untimed warm-up retrieve per mode first
     assert [f.get("query_timestamp") for f in timed] == [expected, None]
     assert [f.get("query_timestamp") for f in warm_up] == [expected]  # the first question's

@@ -62,7 +62,7 @@ def test_runner_adds_ragas_columns(hash_embedder, tmp_path):
     """evaluate() with eval.ragas on, over the tiny world on the hash embedder (no model)."""
     from hydra import compose, initialize_config_dir
 
-    from experiments.config import to_plain
+    from experiments.config import eval_spec, to_plain
     from experiments.data.registry import load_dataset
     from experiments.ingest import ingest
     from experiments.run import evaluate, reported_metrics, scorable
@@ -77,8 +77,10 @@ def test_runner_adds_ragas_columns(hash_embedder, tmp_path):
     with MemoryEngine.open(":memory:", embedder=hash_embedder) as eng:
         ids = ingest(eng, dataset, progress=False)
         queries, _ = scorable(dataset, ids)
-        rows = evaluate(eng, queries[:6], ids, cfg, has_observations=True, modes=["fast"])
-    assert f"{RECALL}@5" in reported_metrics(cfg)
+        rows = evaluate(eng, queries[:6], ids, eval_spec(cfg), has_observations=True,
+                        modes=["fast"])
+    assert f"{RECALL}@5" in reported_metrics(eval_spec(cfg))
     for r in rows:
-        assert r[f"{RECALL}@5"] == pytest.approx(r["recall@5"])
-        assert r[f"{PRECISION}@5"] is None or 0.0 <= r[f"{PRECISION}@5"] <= 1.0
+        assert r.metrics[f"{RECALL}@5"] == pytest.approx(r.metrics["recall@5"])
+        precision = r.metrics[f"{PRECISION}@5"]
+        assert precision is None or 0.0 <= precision <= 1.0

@@ -12,6 +12,7 @@ import polars as pl
 import pytest
 from hydra import compose, initialize_config_dir
 
+from experiments.config import run_config
 from experiments.data.synthetic import WorldSpec, generate_world, tiny_spec
 from experiments.expand import run_expand
 from experiments.routing import (RoutingCase, calibrate_thresholds, fit_temperature,
@@ -110,7 +111,7 @@ def test_reliability_by_hand():
 # ------------------------------------------------------------------ whole runs (hash embedder)
 def test_routing_run_on_the_tiny_world(tmp_path, hash_embedder):
     cfg = _compose(["experiment=routing", *TINY])
-    meta = run_routing(cfg, tmp_path, embedder=hash_embedder)
+    meta = run_routing(run_config(cfg), tmp_path, embedder=hash_embedder)
     for name in ("metrics.json", "per_query.parquet", "qrels.txt", "summary.md",
                  "reliability.png", "routing_thresholds.yaml"):
         assert (tmp_path / name).exists(), name
@@ -148,7 +149,7 @@ def test_routing_run_on_the_tiny_world(tmp_path, hash_embedder):
 
 def test_expand_run_on_the_tiny_world(tmp_path, hash_embedder):
     cfg = _compose(["experiment=expand", *TINY])
-    meta = run_expand(cfg, tmp_path, embedder=hash_embedder)
+    meta = run_expand(run_config(cfg), tmp_path, embedder=hash_embedder)
     assert (tmp_path / "per_query.parquet").exists() and (tmp_path / "qrels.txt").exists()
     assert set(meta["expand"]) == {"addressed", "routed"}
     for block in meta["expand"].values():

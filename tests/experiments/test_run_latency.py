@@ -49,7 +49,7 @@ def _cfg(*overrides: str):
 def _run(hash_embedder, tmp_path, cached: bool, n_queries: int = 8):
     """evaluate() over the tiny world's first ``n_queries`` questions in both modes and both
     views; returns (rows, timing record, model calls seen by each retrieve, retrieve kwargs)."""
-    from experiments.config import engine_spec, to_plain
+    from experiments.config import engine_spec, eval_spec, to_plain
     from experiments.data.registry import load_dataset
     from experiments.ingest import ingest
     from experiments.run import evaluate, scorable
@@ -75,7 +75,7 @@ def _run(hash_embedder, tmp_path, cached: bool, n_queries: int = 8):
 
         eng.retrieve = spy
         timing: dict = {}
-        rows = evaluate(eng, queries[:n_queries], ids, cfg, has_observations=True,
+        rows = evaluate(eng, queries[:n_queries], ids, eval_spec(cfg), has_observations=True,
                         modes=["fast", "accurate"], timing=timing)
     return rows, timing, seen
 
@@ -92,7 +92,7 @@ def test_every_mode_and_view_is_timed_alike(hash_embedder, tmp_path):
     assert timing["computed_while_timed"] == 0
     p50 = defaultdict(list)
     for r in rows:
-        p50[(r["mode"], r["view"])].append(r["latency_ms"])
+        p50[(r.mode, r.view)].append(r.latency_ms)
     medians = {k: statistics.median(v) for k, v in p50.items()}
     assert set(medians) == {(m, v) for m in ("fast", "accurate")
                             for v in ("raw_turns", "with_observations")}
@@ -113,7 +113,7 @@ def test_without_a_cache_every_timed_call_embeds_and_says_so(hash_embedder, tmp_
     assert "query_embed_ms" not in timing and timing["computed_while_timed"] is None
     calls = [c for c, _ in seen[2:]]
     assert calls == list(range(calls[0], calls[0] + len(calls)))  # one model call each
-    assert min(r["latency_ms"] for r in rows) >= EMBED_S * 1000
+    assert min(r.latency_ms for r in rows) >= EMBED_S * 1000
 
 
 @pytest.mark.parametrize("how, expected", [

@@ -1,5 +1,5 @@
 """One source of defaults for `python -m experiments.train_reranker`: the training recipes'
-Python specs (experiments.rerank_data.Recipe, experiments.train_stacked.StackedRecipe) are
+Python specs (experiments.rerank_data.Recipe, experiments.stacked_recipe.StackedRecipe) are
 registered as the structured config schema/train_reranker; conf/train_reranker.yaml composes to
 their defaults and restates none of them."""
 
@@ -15,9 +15,9 @@ from omegaconf import OmegaConf
 
 from experiments.config import schema_of
 from experiments.rerank_data import (RECIPE_KEYS, MiningSpec, Recipe, SourceSpec, TrainSpec,
-                                     compose_train_config, recipe_from_config,
                                      recipe_from_mapping)
-from experiments.train_stacked import StackedRecipe, stacked_recipe_from_mapping
+from experiments.train_config import compose_train_config, recipe_from_config
+from experiments.stacked_recipe import StackedRecipe, stacked_recipe_from_mapping
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
 BASE = ["paths.root_dir=/unused"]

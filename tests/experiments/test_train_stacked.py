@@ -10,9 +10,9 @@ import pytest
 
 from experiments.config import to_plain
 from experiments.train_reranker import compose_train_config, split_check
+from experiments.stacked_recipe import stacked_recipe_from_mapping
 from experiments.train_stacked import (FeatureRecorder, QueryRows, expected_calibration_error,
-                                       split_questions, stacked_recipe_from_mapping,
-                                       train_stacked)
+                                       split_questions, train_stacked)
 from memory_core import MemoryEngine
 from memory_core.config import EngineSpec
 from memory_core.rerank.features import FEATURE_NAMES
