@@ -101,7 +101,8 @@ def run(queries: int, warmup: int, conversations: int | None, seed: int, work: P
         complete: tuple[str, ...] | None = None) -> tuple[dict[str, Any], str]:
     import faiss
 
-    from memory_core import MemoryEngine, date_read, times
+    from memory_core import MemoryEngine, times
+    from memory_core.times import date_read
     from memory_core.config import CacheSpec, ChannelsSpec, EmbedSpec, EngineSpec, FusionSpec
     from memory_core.embed import CachedEmbedder, SentenceTransformerEmbedder
 

@@ -8,7 +8,7 @@
 packaged stacked model over ``rerank.pool = 50``: features plus the calibrated model) run back
 to back, so both see the same machine load. Reported: p50 / p95 of each and
 ``ratio_p50 = p50(accurate) / p50(fast)`` (target <= 3), and the stacked stage's own time
-(``stages["rerank"]["ms"]``). The query is embedded once before the two timed calls (the
+(the trace's ``rerank.ms``). The query is embedded once before the two timed calls (the
 embedding cache then serves both), so neither pays the query embedding and the ratio compares
 search plus scoring; ``--embed-query`` turns the embedding cache off so both calls embed
 their query, as a query the engine has not seen does.
@@ -152,10 +152,10 @@ def run_stacked(data: str, n_queries: int, pool: int, data_dir: str | None, seed
             resp = engine.retrieve(query=q.text, space_id=q.gold_space, mode="accurate",
                                    limit=10, receipt=True)
             acc_s = time.perf_counter() - t0
-            stage = engine.get_receipt(resp.trace_id).stages["rerank"]
-            if i >= warmup:
+            stage = engine.get_receipt(resp.trace_id).trace.rerank
+            if i >= warmup and stage is not None:
                 rows.append({"fast_ms": fast_s * 1000, "accurate_ms": acc_s * 1000,
-                             "stage_ms": stage["ms"], "scored": stage["scored"]})
+                             "stage_ms": stage.ms, "scored": stage.scored})
         identity = engine.model_identity()
     p50_f = statistics.median(r["fast_ms"] for r in rows)
     p50_a = statistics.median(r["accurate_ms"] for r in rows)

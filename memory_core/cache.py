@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from memory_core.config import CacheSpec
-from memory_core.types import Receipt, RetrieveRequest, RetrieveResponse
+from memory_core.receipts import Receipt
+from memory_core.types import RetrieveRequest, RetrieveResponse
 
 
 def cache_key(request: RetrieveRequest, day: str | None, extra: Mapping[str, Any] | None = None

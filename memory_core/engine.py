@@ -16,10 +16,11 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from memory_core import access, index_files, pipeline, reads
+from memory_core import access, index_files, reads
 from memory_core.access import Role
 from memory_core.cache import ResponseCache, TraceLog
 from memory_core.channels.dense import DenseIndex
+from memory_core.components import Components
 from memory_core.channels.query_adapter import adapter_from_ref
 from memory_core.config import EngineSpec, RoutingSpec
 from memory_core.embed import Embedder, build_embedder
@@ -31,14 +32,14 @@ from memory_core.redact import Redactor
 from memory_core.rerank.cross_encoder import CrossEncoderReranker, Reranker
 from memory_core.rerank.stacked import RelevanceModel
 from memory_core.routing import RouteDecision, Router, build_router
-from memory_core.scorers import accurate_unavailable, load_scorers
+from memory_core.rerank.loading import accurate_unavailable, load_scorers, models_in_use
 from memory_core.serve import ReadPath
-from memory_core.store import SqlFilter, Store, rowid_of
+from memory_core.store import Store, rowid_of
 from memory_core.times import Clock, format_instant, system_clock
 from memory_core.types import Memory, Mode, RetrieveResponse, Space, frozen_map
 from memory_core.validate import check_reserved as _check_reserved
 from memory_core.validate import check_content, check_text, text_problem
-from memory_core.write import MAX_WRITE_TAGS, WRITE_FIELDS, Writer, split_text  # noqa: F401
+from memory_core.write import Writer
 
 
 class MemoryEngine:
@@ -60,7 +61,7 @@ class MemoryEngine:
         self.redactor = Redactor.from_spec(spec.redact)  # a bad pattern fails here, at start
         # channels.query_adapter: a missing or bad file is a 422 here, at open, never skipped
         self.query_adapter = adapter_from_ref(spec.channels.query_adapter, embedder.dim)
-        self._components = pipeline.Components(store, dense, embedder, spec, reranker,
+        self._components = Components(store, dense, embedder, spec, reranker,
                                                clock=clock, scorer=scorer,
                                                query_adapter=self.query_adapter)
         # route="auto": the injected router, else the one spec.routing names
@@ -80,7 +81,7 @@ class MemoryEngine:
         with ``channels.dense_persist`` it is saved to ``<dir>/vectors`` by :meth:`flush` and
         loaded from there when the file checks out (see :mod:`memory_core.channels.dense`).
         Accurate mode's models (``rerank.scorer``) are the given ones or those
-        :func:`memory_core.scorers.load_scorers` finds. When a needed model does not load,
+        :func:`memory_core.rerank.loading.load_scorers` finds. When a needed model does not load,
         accurate mode is unavailable: asking for it is a 422 ``model_unavailable`` that says why
         (naming the path), and requests that omit ``mode`` are served in fast mode with that
         fallback recorded in the response and the receipt.
@@ -198,11 +199,6 @@ class MemoryEngine:
         space and the same user scope; the note inherits the scope its sources share."""
         self._authorised(space_id, principal, Role.DEVELOPER)
         return self._writer.observe(space_id, content, source_ids, tags)
-
-    def _check_item(self, space_id: str, index: int, item: Mapping[str, Any], now: str
-                    ) -> dict[str, Any]:
-        """One write item checked and normalised (:meth:`memory_core.write.Writer.check_item`)."""
-        return self._writer.check_item(index, item, now)
 
     @property
     def _writer(self) -> Writer:
@@ -375,18 +371,13 @@ class MemoryEngine:
             spaces = [self._authorised(space_id, principal, Role.VIEWER).space_id]
         else:
             spaces = [s.space_id for s in self.list_spaces(principal)]
-        for sid in spaces:
-            rows = [int(r) for r in self.store.eligible_rowids(sid, SqlFilter())]
-            found = self.store.get_memories(rows)
-            yield from (found[r] for r in sorted(found))
+        yield from reads.iter_space_memories(self.store, spaces)
 
     def memories(self, memory_ids: Sequence[str]) -> dict[str, Memory]:
         """The store's memories among ``memory_ids`` in one batched read, by id; an id the
         store lacks (or that is not a memory id) is absent. The store owner's view (the
         dashboard and readers resolve the ids a receipt names)."""
-        rows = {mid: rowid_of(mid) for mid in dict.fromkeys(memory_ids)}
-        found = self.store.get_memories(r for r in rows.values() if r is not None)
-        return {mid: found[r] for mid, r in rows.items() if r is not None and r in found}
+        return reads.memories_by_id(self.store, memory_ids)
 
     def count_memories(self, space_id: str | None = None) -> int:
         """How many memories ``space_id`` (None: the whole store) holds."""
@@ -403,14 +394,7 @@ class MemoryEngine:
             principal, "principal", self.spec.limits.max_id_chars, limit_name="max_id_chars")
 
     def model_identity(self) -> dict[str, Any]:
-        """Models in use, for reports (path or id plus a weights hash)."""
-        reranker = (self.reranker.identity() if self.reranker is not None
-                    else {"unavailable": self.rerank_unavailable or
-                          "unused (rerank.scorer=stacked without the cross-encoder feature)"})
-        out = {"embedder": self.embedder.identity(), "reranker": reranker}
-        if self.query_adapter is not None:
-            out["query_adapter"] = self.query_adapter.identity()
-        if self.spec.rerank.scorer == "stacked":
-            out["scorer"] = (self.scorer.identity() if self.scorer is not None
-                             else {"unavailable": self.rerank_unavailable})
-        return out
+        """Models in use, for reports (path or id plus a weights hash;
+        :func:`memory_core.rerank.loading.models_in_use`)."""
+        return models_in_use(self.spec, self.embedder, self.reranker, self.scorer,
+                             self.query_adapter, self.rerank_unavailable)

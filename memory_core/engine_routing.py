@@ -15,18 +15,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from memory_core import access, pipeline
-from memory_core.access import ROLES, Role  # noqa: F401  (ROLES: the wire names, re-exported)
+from memory_core.components import Components, PipelineOutput
+from memory_core.access import Role
 from memory_core.config import PLATFORM_MAX_TARGETS, EngineSpec
 from memory_core.embed import Embedder
 from memory_core.errors import ErrorCode, MemoryCoreError, invalid
-from memory_core.expand import split_subjects
+from memory_core.expansion.subjects import split_subjects
 from memory_core.redact import Redactor
 from memory_core.request import check_target, parse_request
 from memory_core.routing import (RouteDecision, RouteQuery, RouteReason, Router,
                                  RouterUnavailable, decide, thresholds_of)
-from memory_core.search import evidence_probe
+from memory_core.channels.probe import evidence_probe
 from memory_core.store import Store
-from memory_core.trace import RoutingTrace, SubjectRoute, Trace
+from memory_core.trace import RoutingTrace, SubjectRoute
 from memory_core.types import Mode, RetrieveRequest, SearchedEntry, Space, frozen_map
 from memory_core.validate import check_content
 
@@ -41,7 +42,7 @@ class RoutePlanner:
     store: Store
     embedder: Embedder
     router: Router
-    components: pipeline.Components
+    components: Components
     redactor: Redactor
     available_modes: frozenset[Mode]
     # the engine's authorisation: (space_id, principal, role needed) -> Space, else 404
@@ -111,7 +112,7 @@ class RoutePlanner:
             reason=None if decision.reason is None else decision.reason.value, decided=True)
 
     def routed_read(self, req: RetrieveRequest
-                    ) -> tuple[pipeline.PipelineOutput, list[SearchedEntry]]:
+                    ) -> tuple[PipelineOutput, list[SearchedEntry]]:
         """Route, then search the chosen spaces as one ranking (see DESIGN.md, Routing).
         ``expand_query`` subjects are split once and used for routing and retrieval."""
         fallback = None if req.fallback_space_id is None else \
@@ -126,22 +127,21 @@ class RoutePlanner:
             record = record.failed(failure.value, why)
         if reason is not None and fallback is not None:
             record = dataclasses.replace(record, fallback=fallback.space_id)
-            out = pipeline.run(self.components, req, [fallback.space_id], subjects=subjects)
-            return _routed(out, record), [SearchedEntry(fallback.space_id, None, reason.value,
+            out = pipeline.run(self.components, req, [fallback.space_id], subjects=subjects,
+                               routing=record)
+            return out, [SearchedEntry(fallback.space_id, None, reason.value,
                                                         "fallback")]
         if failure is not None:
             raise MemoryCoreError(ErrorCode.NO_ROUTE_TARGET, failure.value, why, "route")
         assert decision is not None
         if reason is not None:  # abstention: a normal, empty response
-            empty = "" if req.format == "block" else None
-            out = pipeline.PipelineOutput([], (), (), empty, None if empty is None else 0,
-                                          Trace(mode=req.mode, routing=record))
+            out = pipeline.abstained(req, record)
             top = decision.top
             return out, [SearchedEntry(None, None if top is None else top.confidence,
                                        reason.value)]
         out = pipeline.run(self.components, req, [c.space_id for c in decision.chosen],
-                           isolate_failures=True, subjects=subjects)
-        return _routed(out, record), [
+                           isolate_failures=True, subjects=subjects, routing=record)
+        return out, [
             SearchedEntry(c.space_id, c.confidence,
                           RouteReason.SEARCH_FAILED.value if c.space_id in out.failed else None)
             for c in decision.chosen]
@@ -211,7 +211,3 @@ def _probed(record: RoutingTrace, failed: dict[str, str]) -> RoutingTrace:
     """The record with the spaces whose evidence probe failed (when any did)."""
     return dataclasses.replace(record, probe_failed=frozen_map(failed)) if failed else record
 
-
-def _routed(out: pipeline.PipelineOutput, record: RoutingTrace) -> pipeline.PipelineOutput:
-    """A pipeline output whose trace carries the routing record (a new output, not a change)."""
-    return dataclasses.replace(out, trace=dataclasses.replace(out.trace, routing=record))

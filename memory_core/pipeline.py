@@ -2,13 +2,14 @@
 
     1. filters, compiled per space (``compile_filter``)
     2. channels (dense, keyword, temporal, entity) per space -> fusion -> graph expansion from
-       the top fused hits (skipped under ``as_of``) -> fusion again (:mod:`memory_core.search`);
-       several spaces ranked as one collection; ``expand_query`` subjects each searched the same
-       way and combined by RRF
-    3. escalation when the hybrid tier is thin or unconfident (:mod:`memory_core.escalation`)
+       the top fused hits (skipped under ``as_of``) -> fusion again
+       (:mod:`memory_core.channels.pool`); several spaces ranked as one collection;
+       ``expand_query`` subjects each searched the same way and combined by RRF
+    3. escalation when the hybrid tier is thin or unconfident
+       (:mod:`memory_core.expansion.escalation`)
     4. dedup -> prefer_observations -> the ``include`` cut
     5. score (fast: by position; accurate: the stacked relevance model, or the cross-encoder,
-       over the top ``rerank.pool``; :mod:`memory_core.scoring`)
+       over the top ``rerank.pool``; :mod:`memory_core.rerank.stage`)
     6. min_score -> limit -> results -> block budget
     7. context hits beside the results
 
@@ -23,33 +24,29 @@ import dataclasses
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from memory_core import context as blocks
-from memory_core import escalation, results, scoring, search, times
-from memory_core.channels.dense import DenseIndex
-from memory_core.channels.query_adapter import QueryAdapter
-from memory_core.config import EngineSpec
-from memory_core.context_hits import gather_context_hits
-from memory_core.dedup import collapse_duplicates, prefer_observations
-from memory_core.embed import Embedder
+from memory_core import times
+from memory_core.channels.pool import pool
+from memory_core.components import Components, PipelineOutput
 from memory_core.errors import ErrorCode, MemoryCoreError
-from memory_core.expand import split_subjects
+from memory_core.expansion import escalation
+from memory_core.expansion.subjects import expansion_record, split_subjects
 from memory_core.filters.compile import compile_filter
 from memory_core.fusion.rrf import rrf
-from memory_core.receipts import budget_drops, cut_limit, cut_min_score
-from memory_core.rerank.cross_encoder import Reranker
-from memory_core.rerank.stacked import RelevanceModel
-from memory_core.search import (boosted, candidates_for_space, evidence_probe,  # noqa: F401
-                                merge_across_spaces)
-from memory_core.store import SqlFilter, Store, require_rowid, rowid_of
-from memory_core.trace import DedupTrace, TimeTrace, Trace
-from memory_core.types import (Candidate, ContextHit, Drop, Include, MemoryType, Mode, Ranked,
-                               Result, RetrieveRequest, Tier, frozen_map)
+from memory_core.rerank import stage as scoring
+from memory_core.results import rows
+from memory_core.results.context_hits import gather_context_hits
+from memory_core.results.cuts import budget_drops, cut_include, cut_limit, cut_min_score
+from memory_core.results.dedup import collapse_duplicates, prefer_observations
+from memory_core.store import SqlFilter, require_rowid, rowid_of
+from memory_core.trace import (DedupTrace, FallbackTrace, FilterTrace, RecentTurnsTrace,
+                               RoutingTrace, TimeTrace, Trace)
+from memory_core.types import (Candidate, Drop, Include, MemoryType, Mode, Ranked, Result,
+                               RetrieveRequest, Tier, frozen_map)
 
 log = logging.getLogger(__name__)
-_boosted = boosted  # the name tests and notebooks used
 
 
 class SearchFailed(MemoryCoreError):
@@ -65,60 +62,27 @@ class SearchFailed(MemoryCoreError):
                          "route", {"failures": dict(self.failures)})
 
 
-@dataclass(frozen=True)
-class Components:
-    """Everything the pipeline needs, injected by the engine (tests pass fakes)."""
-
-    store: Store
-    dense: DenseIndex
-    embedder: Embedder
-    spec: EngineSpec
-    reranker: Reranker | None = None  # the cross-encoder (scorer, or a stacked feature)
-    clock: times.Clock = times.system_clock  # "now" when a request has no query_timestamp
-    scorer: RelevanceModel | None = None  # accurate mode's stacked model (rerank.scorer=stacked)
-    query_adapter: QueryAdapter | None = None  # channels.query_adapter, loaded by the engine
-
-
-@dataclass(frozen=True)
-class PipelineOutput:
-    """What one retrieve produced: results, what the receipt keeps, and the stage records."""
-
-    results: list[Result]
-    kept: tuple[Candidate, ...]
-    drops: tuple[Drop, ...]
-    context: str | None
-    token_estimate: int | None
-    trace: Trace = field(default_factory=Trace)
-    failed: Mapping[str, str] = field(default_factory=lambda: frozen_map(None))  # space -> error
-    context_hits: list[ContextHit] | None = None  # when the request asked for them
-
-    @property
-    def stages(self) -> Mapping[str, Any]:
-        """The trace's wire form, read-only."""
-        return frozen_map(self.trace.to_dict())
-
-
 def run(comp: Components, request: RetrieveRequest, space_ids: Sequence[str], *,
-        isolate_failures: bool = False, subjects: Sequence[str] | None = None
-        ) -> PipelineOutput:
+        isolate_failures: bool = False, subjects: Sequence[str] | None = None,
+        routing: RoutingTrace | None = None) -> PipelineOutput:
     """One retrieve over the given (already authorised) spaces: the stages of the module
     docstring, in that order.
 
     Several spaces (a routed read) are ranked as one collection
-    (:func:`memory_core.search.merge_across_spaces`). With ``isolate_failures`` a space whose
-    search raises is left out and named in ``PipelineOutput.failed`` (a ``MemoryCoreError``
-    still raises); when every space fails, :class:`SearchFailed`. With
+    (:func:`memory_core.channels.pool.merge_across_spaces`). With ``isolate_failures`` a space
+    whose search raises is left out and named in ``PipelineOutput.failed`` (a
+    ``MemoryCoreError`` still raises); when every space fails, :class:`SearchFailed`. With
     ``request.expand_query`` and a question of two or more subjects
-    (:func:`memory_core.expand.split_subjects`; ``subjects`` passes them when the caller has
-    split already), the whole question and each subject are retrieved on their own and their
-    fused lists combined by RRF (``fusion.rrf_k``; summed reciprocal ranks beat the best single
-    rank in the expand experiment) into one list that goes through the same dedup, scoring,
-    ``limit`` and budget; the trace's ``expansion`` records the subjects and what each
+    (:func:`memory_core.expansion.subjects.split_subjects`; ``subjects`` passes them when the
+    caller has split already), the whole question and each subject are retrieved on their own
+    and their fused lists combined by RRF (``fusion.rrf_k``; summed reciprocal ranks beat the
+    best single rank in the expand experiment) into one list that goes through the same dedup,
+    scoring, ``limit`` and budget; the trace's ``expansion`` records the subjects and what each
     contributed. A single-subject question is retrieved exactly as without the flag.
 
-    Escalation (``escalate.enabled``; :mod:`memory_core.escalation`) runs a second, rewritten
-    and widened search when the first is thin or unconfident; the trace's ``tier`` says which
-    tier answered.
+    Escalation (``escalate.enabled``; :mod:`memory_core.expansion.escalation`) runs a second,
+    rewritten and widened search when the first is thin or unconfident; the trace's ``tier``
+    says which tier answered. ``routing``: the route planner's record of a routed read.
     """
     t0 = time.perf_counter()
     if subjects is None:
@@ -135,13 +99,13 @@ def run(comp: Components, request: RetrieveRequest, space_ids: Sequence[str], *,
     filters, filter_traces = _filters(comp, request, space_ids, failed, isolate_failures)
 
     # 2. channels and fusion: the whole question, then each subject
-    whole = search.pool(comp, request, space_ids, query_vec, filters, window, failed,
+    whole = pool(comp, request, space_ids, query_vec, filters, window, failed,
                         isolate_failures)
     found = [whole.candidates]
     for subject, vec in zip(subjects, vectors[1:], strict=True):
         sub_window = times.text_window(subject, now) if comp.spec.channels.temporal else None
-        found.append(search.pool(comp, dataclasses.replace(request, query=subject), space_ids,
-                                 vec, filters, sub_window, failed, isolate_failures).candidates)
+        found.append(pool(comp, dataclasses.replace(request, query=subject), space_ids, vec,
+                          filters, sub_window, failed, isolate_failures).candidates)
     if isolate_failures and space_ids and set(failed) >= set(space_ids):
         raise SearchFailed(failed)
     pooled = rrf(found, k=comp.spec.fusion.rrf_k) if subjects else whole.candidates
@@ -152,15 +116,20 @@ def run(comp: Components, request: RetrieveRequest, space_ids: Sequence[str], *,
     why = escalation.triggers(comp.spec, pooled, whole.channels)
     first_pass = {c.memory_id for c in pooled}
     if why:
-        pooled, escalated = escalation.escalate(comp, request, space_ids, query_vec, filters,
-                                                window, pooled, why, failed, isolate_failures)
+        plan = escalation.rewrite(comp.spec, comp.store, comp.embedder, request, query_vec,
+                                  pooled)
+        second = pool(dataclasses.replace(comp, spec=plan.spec),
+                      dataclasses.replace(request, query=plan.query), space_ids, plan.vector,
+                      filters, window, failed, isolate_failures)
+        pooled, escalated = escalation.merge(comp.spec, plan, pooled, second.candidates, why,
+                                             second.channels, second.lists)
         tier = Tier.ESCALATED
     ranked = Ranked(tuple(pooled)).reranked(pooled)
 
     # 4. dedup, prefer_observations, include
     ranked, dedup = _dedup(comp, request, ranked)
     ranked, prefer_note = _prefer_observations(comp, request, ranked, filters)
-    ranked = results.cut_include(comp.store, ranked, request.include)
+    ranked = cut_include(comp.store, ranked, request.include)
 
     # 5. scoring
     scored = _score(comp, request, ranked, escalated is not None, now, window)
@@ -172,8 +141,8 @@ def run(comp: Components, request: RetrieveRequest, space_ids: Sequence[str], *,
     ranked = cut_limit(cut_min_score(scored.ranked, request.min_score), request.limit)
     memories = comp.store.get_memories(require_rowid(c.memory_id) for c in ranked.candidates)
     ordered = [memories[require_rowid(c.memory_id)] for c in ranked.candidates]
-    passages = results.sources(comp.store, request, ordered, comp.spec.context.chars_per_token)
-    shown = [results.result(m, c.score, passages)
+    passages = rows.sources(comp.store, request, ordered, comp.spec.context.chars_per_token)
+    shown = [rows.result(m, c.score, passages)
              for m, c in zip(ordered, ranked.candidates, strict=True)]
     shown, kept, drops, context, token_estimate = _block(comp, request, shown, ranked)
     if escalated is not None:
@@ -197,23 +166,52 @@ def run(comp: Components, request: RetrieveRequest, space_ids: Sequence[str], *,
         failed_spaces=failed_spaces, tier=tier,
         escalation=escalated, dedup=dedup, prefer_observations=prefer_note,
         rerank=scoring.with_rows(scored, kept), fallback=scored.fallback,
-        expansion=(results.expansion_record(subjects, found, kept)
+        expansion=(expansion_record(subjects, found, kept)
                    if request.expand_query else None),
-        context_hits=None if hits_record is None else frozen_map(hits_record),
+        context_hits=hits_record,
         returned=tuple(c.memory_id for c in kept),
-        elapsed_ms=round((time.perf_counter() - t0) * 1000, 3))
+        elapsed_ms=round((time.perf_counter() - t0) * 1000, 3), routing=routing)
     return PipelineOutput(shown, kept, drops, context, token_estimate, trace,
                           frozen_map(failed), hits)
 
 
+def abstained(request: RetrieveRequest, routing: RoutingTrace) -> PipelineOutput:
+    """A routed read that abstained: nothing searched, an empty answer (an empty block for
+    ``format="block"``), the trace the mode and the routing record."""
+    empty = "" if request.format == "block" else None
+    return PipelineOutput([], (), (), empty, None if empty is None else 0,
+                          Trace(mode=request.mode, routing=routing))
+
+
+def served(trace: Trace, *, fallback: FallbackTrace | None = None,
+           session_scope: Mapping[str, str] | None = None,
+           recent_turns: RecentTurnsTrace | None = None) -> Trace:
+    """The trace of a read with what the read path added after the stages: the mode it fell
+    back to (``fallback``) and, with the session block's ``recent_turns``
+    (:meth:`memory_core.engine.MemoryEngine.session_context`), the scope taken from the
+    session. Unset parts stay as they are."""
+    changes: dict[str, Any] = {}
+    if fallback is not None:
+        changes["fallback"] = fallback
+    if recent_turns is not None:
+        changes.update(session_scope=frozen_map(session_scope), recent_turns=recent_turns)
+    return dataclasses.replace(trace, **changes) if changes else trace
+
+
+def cached(trace: Trace, receipt_id: str) -> Trace:
+    """The trace of a read the response cache answered: the cached read's own, from
+    ``receipt_id``."""
+    return dataclasses.replace(trace, tier=Tier.CACHE, cached_from=receipt_id)
+
+
 def _filters(comp: Components, request: RetrieveRequest, space_ids: Sequence[str],
              failed: dict[str, str], isolate: bool
-             ) -> tuple[dict[str, SqlFilter], dict[str, Mapping[str, Any]]]:
+             ) -> tuple[dict[str, SqlFilter], dict[str, FilterTrace]]:
     """Stage 1: each space's compiled filter and its record (fuzzy resolutions and the like;
     only spaces with something to record). A space whose filter raises (other than a
     ``MemoryCoreError``) is recorded in ``failed`` like a failed search when ``isolate``."""
     filters: dict[str, SqlFilter] = {}
-    records: dict[str, Mapping[str, Any]] = {}
+    records: dict[str, FilterTrace] = {}
     for space_id in space_ids:
         record: dict[str, Any] = {}
         try:
@@ -226,13 +224,13 @@ def _filters(comp: Components, request: RetrieveRequest, space_ids: Sequence[str
             failed[space_id] = f"{type(exc).__name__}: {exc}"
             log.warning("filter of space %r failed: %s", space_id, failed[space_id])
         if record:
-            records[space_id] = frozen_map(record)
+            records[space_id] = FilterTrace.of(record)
     return filters, records
 
 
 def _dedup(comp: Components, request: RetrieveRequest, ranked: Ranked
            ) -> tuple[Ranked, DedupTrace | None]:
-    """Near and exact duplicates collapsed (:mod:`memory_core.dedup`). With
+    """Near and exact duplicates collapsed (:mod:`memory_core.results.dedup`). With
     ``include_duplicates`` (seed rule) only near-duplicates come back; byte-identical copies
     stay collapsed (their dedup drops are in the receipt), and the record lists what dedup
     would have hidden."""
@@ -261,7 +259,7 @@ def _prefer_observations(comp: Components, request: RetrieveRequest, ranked: Ran
         return ranked, "skipped: include=passages returns no observation"
     space_of = {c.memory_id: c.space_id for c in ranked.candidates}
     return prefer_observations(
-        ranked, lambda ids: results.notes_of(comp.store, ids, space_of, filters)), None
+        ranked, lambda ids: rows.notes_of(comp.store, ids, space_of, filters)), None
 
 
 def _score(comp: Components, request: RetrieveRequest, ranked: Ranked, escalated: bool,

@@ -3,16 +3,16 @@ context calls' body rules, the session's scope, and the session block's recent t
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from memory_core import context as blocks
 from memory_core.config import EngineSpec
 from memory_core.errors import invalid
 from memory_core.filters.compile import compile_filter
-from memory_core.store import Store
+from memory_core.store import SqlFilter, Store, rowid_of
 from memory_core.trace import RecentTurnsTrace
-from memory_core.types import RetrieveRequest, SearchedEntry
+from memory_core.types import Memory, RetrieveRequest, SearchedEntry
 from memory_core.validate import check_mapping, check_text
 
 
@@ -95,3 +95,19 @@ def append_recent(store: Store, spec: EngineSpec, req: RetrieveRequest, context:
                                        spec.context.chars_per_token)
     return text, RecentTurnsTrace(session_id, tuple(m.memory_id for m in turns[left_out:]),
                                   tuple(m.memory_id for m in turns[:left_out]))
+
+
+def iter_space_memories(store: Store, space_ids: Sequence[str]) -> Iterator[Memory]:
+    """Every memory of the spaces, space by space and by row within a space."""
+    for sid in space_ids:
+        rows = [int(r) for r in store.eligible_rowids(sid, SqlFilter())]
+        found = store.get_memories(rows)
+        yield from (found[r] for r in sorted(found))
+
+
+def memories_by_id(store: Store, memory_ids: Sequence[str]) -> dict[str, Memory]:
+    """The store's memories among ``memory_ids`` in one batched read, by id (an id the store
+    lacks, or that is not a memory id, is absent)."""
+    rows = {mid: rowid_of(mid) for mid in dict.fromkeys(memory_ids)}
+    found = store.get_memories(r for r in rows.values() if r is not None)
+    return {mid: found[r] for mid, r in rows.items() if r is not None and r in found}

@@ -1,7 +1,5 @@
-"""Cuts that leave drop records, and the receipt that collects them.
-
-Every stage that removes a candidate goes through one of these helpers (or records its own
-``Drop``), so nothing leaves the ranked list without a reason, a score and a rank.
+"""The receipt: what one retrieve kept and cut, and why (the cuts that leave the drop records
+are :mod:`memory_core.results.cuts`).
 
 A :class:`Receipt` carries the typed :class:`memory_core.trace.Trace` of its retrieve. Its
 stored and wire form (``to_dict``) names its ``schema_version`` (:data:`SCHEMA_VERSION`);
@@ -18,8 +16,8 @@ from typing import Any
 
 from memory_core.errors import ErrorCode, MemoryCoreError
 from memory_core.trace import Trace
-from memory_core.types import (Candidate, Drop, DropReason, Ranked, RetrieveRequest,
-                               SearchedEntry, frozen_map, new_drop)
+from memory_core.types import (Candidate, Drop, DropReason, RetrieveRequest,
+                               SearchedEntry, frozen_map)
 
 SCHEMA_VERSION = 2
 """The receipt layout this engine writes; it reads this one and version 1 (no version field:
@@ -109,32 +107,6 @@ class Receipt:
                               s.get("stage", "route")) for s in body["searched"]),
             trace=trace,
         )
-
-
-def cut_min_score(ranked: Ranked, min_score: float | None) -> Ranked:
-    """Keep candidates with ``score >= min_score``; the rest are ``min_score`` drops."""
-    if min_score is None:
-        return ranked
-    kept = [c for c in ranked.candidates if c.score >= min_score]
-    drops = [Drop(c.memory_id, DropReason.MIN_SCORE, "min_score", c.score, c.rank,
-                  f"score<{min_score}", c.space_id)
-             for c in ranked.candidates if c.score < min_score]
-    return ranked.reranked(kept, drops)
-
-
-def cut_limit(ranked: Ranked, limit: int) -> Ranked:
-    """Keep the first ``limit`` candidates; the rest are ``limit`` drops."""
-    head, tail = ranked.candidates[:limit], ranked.candidates[limit:]
-    detail = f"limit={limit}"
-    drops = [new_drop(c.memory_id, DropReason.LIMIT, "limit", c.score, c.rank, detail,
-                      c.space_id) for c in tail]
-    return ranked.reranked(head, drops)
-
-
-def budget_drops(cut: Sequence[Candidate], max_tokens: int) -> list[Drop]:
-    """Drops for memories removed to fit the block into ``max_tokens``."""
-    return [Drop(c.memory_id, DropReason.TOKEN_BUDGET, "block", c.score, c.rank,
-                 f"context_max_tokens={max_tokens}", c.space_id) for c in cut]
 
 
 def new_receipt_id() -> str:

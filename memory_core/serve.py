@@ -16,6 +16,7 @@ from typing import Any
 
 from memory_core import context as blocks
 from memory_core import pipeline, reads
+from memory_core.components import Components
 from memory_core.access import Role
 from memory_core.cache import ResponseCache, TraceLog, cache_key
 from memory_core.config import EngineSpec
@@ -37,7 +38,7 @@ class ReadPath:
     clock: Clock
     cache: ResponseCache
     traces: TraceLog
-    components: pipeline.Components
+    components: Components
     planner: RoutePlanner
     available_modes: frozenset[Mode]
     rerank_unavailable: str | None  # why accurate mode is unavailable (None: it is available)
@@ -78,8 +79,7 @@ class ReadPath:
             receipt = dataclasses.replace(
                 entry.trace, receipt_id=trace_id, created_at=now,
                 request=frozen_map(req.to_dict()),
-                trace=dataclasses.replace(entry.trace.trace, tier=Tier.CACHE,
-                                          cached_from=entry.trace.receipt_id))
+                trace=pipeline.cached(entry.trace.trace, entry.trace.receipt_id))
             self.record(receipt, req.receipt)
             return dataclasses.replace(
                 entry.response, tier=Tier.CACHE, trace_id=trace_id,
@@ -99,7 +99,7 @@ class ReadPath:
             out, searched = self.planner.routed_read(req)
         trace = out.trace
         if body.get("mode") is None and req.mode.value != self.spec.default_mode:
-            trace = dataclasses.replace(trace, fallback=FallbackTrace(
+            trace = pipeline.served(trace, fallback=FallbackTrace(
                 "mode", self.spec.default_mode, req.mode.value,
                 self.rerank_unavailable or "unavailable"))
         context, token_estimate = out.context, out.token_estimate
@@ -107,8 +107,7 @@ class ReadPath:
             context, recent = reads.append_recent(
                 self.store, self.spec, req, out.context, {r.memory_id for r in out.results},
                 searched, recent_session)
-            trace = dataclasses.replace(trace, session_scope=frozen_map(session_scope),
-                                        recent_turns=recent)
+            trace = pipeline.served(trace, session_scope=session_scope, recent_turns=recent)
             token_estimate = blocks.estimate_tokens(context, self.spec.context.chars_per_token)
         receipt = build_receipt(trace_id, now, req, out.kept, out.drops, searched, trace)
         self.record(receipt, req.receipt)

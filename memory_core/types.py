@@ -18,6 +18,13 @@ def frozen_map(mapping: Mapping[str, Any] | None) -> Mapping[str, Any]:
     return MappingProxyType(dict(mapping or {}))
 
 
+def wire_fields(record: Any) -> dict[str, Any]:
+    """A frozen record's fields in their order, tuples as lists and maps as dicts (its wire
+    form, when no field needs more)."""
+    return {k: list(v) if isinstance(v, tuple) else dict(v) if isinstance(v, Mapping) else v
+            for k, v in record.__dict__.items()}
+
+
 # the one empty read-only map the candidates without provenance share (nothing can add to it)
 _NO_ENTRIES: Mapping[str, Any] = MappingProxyType({})
 
@@ -156,7 +163,7 @@ class Candidate:
     memory_id: str
     score: float
     rank: int
-    channel: Channel
+    channel: Channel | Enum  # a channel outside Channel names itself with its own str Enum
     channel_ranks: Mapping[str, int] = field(default_factory=lambda: _NO_ENTRIES)
     space_id: str | None = None
     channel_scores: Mapping[str, float] = field(default_factory=lambda: _NO_ENTRIES)
@@ -172,7 +179,7 @@ class Candidate:
 _new = object.__new__
 
 
-def new_candidate(memory_id: str, score: float, rank: int, channel: Channel,
+def new_candidate(memory_id: str, score: float, rank: int, channel: Channel | Enum,
                   channel_ranks: Mapping[str, int] = _NO_ENTRIES, space_id: str | None = None,
                   channel_scores: Mapping[str, float] = _NO_ENTRIES) -> Candidate:
     """``Candidate(...)`` for the per-query stages, which make a few hundred candidates a
@@ -183,13 +190,9 @@ def new_candidate(memory_id: str, score: float, rank: int, channel: Channel,
     be read-only already (``MappingProxyType``)."""
     c = _new(Candidate)
     fields = c.__dict__
-    fields["memory_id"] = memory_id
-    fields["score"] = score
-    fields["rank"] = rank
-    fields["channel"] = channel
-    fields["channel_ranks"] = channel_ranks
-    fields["space_id"] = space_id
-    fields["channel_scores"] = channel_scores
+    fields["memory_id"], fields["score"], fields["rank"] = memory_id, score, rank
+    fields["channel"], fields["channel_ranks"] = channel, channel_ranks
+    fields["space_id"], fields["channel_scores"] = space_id, channel_scores
     return c
 
 
@@ -206,9 +209,7 @@ class Drop:
     space_id: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"memory_id": self.memory_id, "reason": self.reason.value, "stage": self.stage,
-                "score": self.score, "rank": self.rank, "detail": self.detail,
-                "space_id": self.space_id}
+        return {**wire_fields(self), "reason": self.reason.value}
 
 
 def new_drop(memory_id: str, reason: DropReason, stage: str, score: float, rank: int,
@@ -217,13 +218,9 @@ def new_drop(memory_id: str, reason: DropReason, stage: str, score: float, rank:
     past the page), filled like :func:`new_candidate`: the same, equally frozen record."""
     d = _new(Drop)
     fields = d.__dict__
-    fields["memory_id"] = memory_id
-    fields["reason"] = reason
-    fields["stage"] = stage
-    fields["score"] = score
-    fields["rank"] = rank
-    fields["detail"] = detail
-    fields["space_id"] = space_id
+    fields["memory_id"], fields["reason"], fields["stage"] = memory_id, reason, stage
+    fields["score"], fields["rank"] = score, rank
+    fields["detail"], fields["space_id"] = detail, space_id
     return d
 
 
@@ -255,8 +252,7 @@ class SearchedEntry:
     stage: str = "route"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"space_id": self.space_id, "confidence": self.confidence,
-                "reason": self.reason, "stage": self.stage}
+        return wire_fields(self)
 
 
 @dataclass(frozen=True)
@@ -283,16 +279,7 @@ class Result:
     session_id: str | None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "memory_id": self.memory_id, "space_id": self.space_id, "content": self.content,
-            "memory_type": self.memory_type, "relevance_score": self.relevance_score,
-            "source_ids": list(self.source_ids), "source": self.source,
-            "metadata": dict(self.metadata), "document_id": self.document_id,
-            "tags": list(self.tags), "entities": list(self.entities),
-            "timestamp": self.timestamp, "recorded_at": self.recorded_at,
-            "occurred_start": self.occurred_start, "occurred_end": self.occurred_end,
-            "user_id": self.user_id, "agent_id": self.agent_id, "session_id": self.session_id,
-        }
+        return wire_fields(self)
 
 
 @dataclass(frozen=True)
@@ -373,11 +360,7 @@ class ContextHit:
     session_id: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"family": self.family, "related_to": self.related_to,
-                "space_id": self.space_id, "content": self.content,
-                "memory_id": self.memory_id, "memory_ids": list(self.memory_ids),
-                "entity": self.entity, "offset": self.offset, "timestamp": self.timestamp,
-                "session_id": self.session_id}
+        return wire_fields(self)
 
 
 @dataclass(frozen=True)
@@ -400,15 +383,10 @@ class RetrieveResponse:
 
     def to_dict(self) -> dict[str, Any]:
         body: dict[str, Any] = {
-            "results": [r.to_dict() for r in self.results],
-            "usage": None,
-            "context": self.context,
-            "token_estimate": self.token_estimate,
-            "receipt_id": self.receipt_id,
-            "tier": self.tier.value,
-            "query_ms": self.query_ms,
-            "trace_id": self.trace_id,
-        }
+            "results": [r.to_dict() for r in self.results], "usage": None,
+            "context": self.context, "token_estimate": self.token_estimate,
+            "receipt_id": self.receipt_id, "tier": self.tier.value, "query_ms": self.query_ms,
+            "trace_id": self.trace_id}
         if self.context_hits:  # seed: omitted when empty (not asked, or nothing added)
             body["context_hits"] = [h.to_dict() for h in self.context_hits]
         if self.searched is not None:  # the key is absent on an addressed read
@@ -417,11 +395,3 @@ class RetrieveResponse:
             body["fallback"] = dict(self.fallback)
         return body
 
-
-def __getattr__(name: str) -> Any:
-    """``Receipt`` and ``KeptEntry`` live in :mod:`memory_core.receipts` (beside the typed
-    trace they carry); importing them from here still works."""
-    if name in ("Receipt", "KeptEntry"):
-        from memory_core import receipts
-        return getattr(receipts, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

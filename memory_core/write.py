@@ -15,7 +15,7 @@ from typing import Any
 
 from memory_core.channels.dense import DenseIndex
 from memory_core.config import EngineSpec
-from memory_core.dedup import minhash_signature
+from memory_core.results.dedup import minhash_signature
 from memory_core.embed import Embedder, content_hash
 from memory_core.entities import extract_entities
 from memory_core.errors import invalid

@@ -36,7 +36,8 @@ from experiments.dashboard.candidates import CandidateTable, candidate_table
 from experiments.readers import metric_names, run_restates
 from memory_core import MemoryEngine
 from memory_core.context import estimate_tokens, render_block
-from memory_core.types import BlockOrder, DropReason, Memory, Receipt, Result
+from memory_core.receipts import Receipt
+from memory_core.types import BlockOrder, DropReason, Memory, Result
 
 DROP_ORDER = tuple(r.value for r in DropReason)
 """The order drop groups are shown in: the pipeline's own order, then any reason added later

@@ -48,7 +48,6 @@ import logging
 import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from enum import Enum
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -57,49 +56,14 @@ import numpy as np
 
 from memory_core import index_files
 from memory_core.config import ChannelsSpec
+from memory_core.channels.base import ChannelContext, ChannelResult, Stage
+from memory_core.channels.faiss_kinds import (HNSW_EF_CAP, HNSW_KIND, KIND, IndexKind, _faiss,
+                                              file_kind)
 from memory_core.index_files import DamageReason, IndexFileError, IndexHeader
 from memory_core.store import SqlFilter, Store
-from memory_core.types import Candidate, Channel, new_candidate
+from memory_core.types import Candidate, Channel, Retrieval, new_candidate
 
 log = logging.getLogger(__name__)
-
-KIND = "faiss-flat-ip"  # the file kind of a flat index (kept: files saved before hnsw)
-HNSW_KIND = "faiss-hnsw-ip"
-HNSW_EF_CAP = 4096  # the most a filtered search raises efSearch to
-
-
-class IndexKind(str, Enum):
-    """``channels.dense_index``: which faiss index a space gets (module docstring)."""
-
-    AUTO = "auto"
-    FLAT = "flat"
-    HNSW = "hnsw"
-
-
-def file_kind(index) -> str:
-    """The kind an index file records for ``index`` (an ``IndexIDMap2`` around either kind)."""
-    inner = _faiss().downcast_index(index.index)
-    return HNSW_KIND if "HNSW" in type(inner).__name__ else KIND
-
-
-_FAISS_READY = False
-
-
-def _faiss():
-    """faiss, set to one OpenMP thread on first use.
-
-    A single query against a flat index is memory-bound: on 2 cores, faiss's default thread
-    pool made a 10k x 384 search take ~30 ms under load against ~1 ms with one thread
-    (measured here), so the engine searches single-threaded.
-    """
-    global _FAISS_READY
-    import faiss
-
-    if not _FAISS_READY:
-        faiss.omp_set_num_threads(1)
-        _FAISS_READY = True
-    return faiss
-
 
 class DenseIndex:
     """Per-space faiss indexes over the store's embeddings (see the module docstring)."""
@@ -390,3 +354,22 @@ class DenseIndex:
         ids = np.array([[index.id_map.at(int(p)) if p >= 0 else -1 for p in pos[0]]],
                        dtype=np.int64)
         return scores, ids
+
+
+class DenseChannel:
+    """Cosine similarity over the space's vector index (``channels.dense``, ``dense_pool``;
+    ``channels=vector`` runs it alone)."""
+
+    name, stage, order = Channel.DENSE.value, Stage.FIRST, 10
+
+    def wanted(self, ctx: ChannelContext) -> bool:
+        return (ctx.hybrid and ctx.settings.dense) or ctx.request.channels is Retrieval.VECTOR
+
+    def search(self, ctx: ChannelContext) -> ChannelResult:
+        found = ctx.parts.dense.search(ctx.space_id, ctx.query_vec, ctx.flt,
+                                       ctx.settings.dense_pool)
+        return ChannelResult(self.name, tuple(found), top_cosine=round(float(found[0].score), 6)
+                             if found else None)
+
+
+CHANNEL = DenseChannel()

@@ -18,9 +18,10 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 
+from memory_core.channels.base import ChannelContext, ChannelResult, Stage
 from memory_core.entities import extract_entities
 from memory_core.store import SqlFilter, Store, entity_key, memory_id_of
-from memory_core.types import Candidate, Channel, frozen_map
+from memory_core.types import Candidate, Channel, Retrieval, frozen_map
 
 
 def query_keys(query: str) -> list[str]:
@@ -56,3 +57,22 @@ def search(store: Store, space_id: str, query: str, flt: SqlFilter, pool: int,
     return [Candidate(memory_id_of(r), scores[r], i + 1, Channel.ENTITY,
                       frozen_map({Channel.ENTITY.value: i + 1}), space_id)
             for i, r in enumerate(order)], record
+
+
+class EntityChannel:
+    """Memories naming the query's entities (``channels.entity``, ``entity_pool``;
+    ``channels=graph`` runs it with the graph expansion)."""
+
+    name, stage, order = Channel.ENTITY.value, Stage.FIRST, 40
+
+    def wanted(self, ctx: ChannelContext) -> bool:
+        return (ctx.hybrid and ctx.settings.entity) or ctx.request.channels is Retrieval.GRAPH
+
+    def search(self, ctx: ChannelContext) -> ChannelResult:
+        ch = ctx.settings
+        found, match = search(ctx.parts.store, ctx.space_id, ctx.request.query, ctx.flt,
+                              ch.entity_pool, ch.graph_max_share, ch.graph_hub_floor)
+        return ChannelResult(self.name, tuple(found), entity_match=frozen_map(match))
+
+
+CHANNEL = EntityChannel()

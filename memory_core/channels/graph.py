@@ -39,8 +39,9 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from types import MappingProxyType
 
+from memory_core.channels.base import ChannelContext, ChannelResult, Stage
 from memory_core.store import SqlFilter, Store, memory_id_of, rowid_of
-from memory_core.types import Candidate, Channel, new_candidate
+from memory_core.types import Candidate, Channel, Retrieval, new_candidate
 
 
 def expand(store: Store, space_id: str, seeds: Sequence[Candidate], flt: SqlFilter,
@@ -88,3 +89,29 @@ def expand(store: Store, space_id: str, seeds: Sequence[Candidate], flt: SqlFilt
     return [new_candidate(memory_id_of(r), score, rank, Channel.GRAPH,
                           MappingProxyType({name: rank}), space_id)
             for rank, (r, score) in enumerate(listed, start=rank_offset + 1)]
+
+
+class GraphChannel:
+    """Expansion from the top ``graph_seeds`` fused hits through shared entities
+    (``channels.graph`` and the ``graph_*`` settings; ``channels=graph`` runs it after the
+    entity channel). Skipped under ``as_of`` (the trace says so); an expansion that reaches
+    no neighbour is counted, not fused."""
+
+    name, stage, order = Channel.GRAPH.value, Stage.EXPAND, 10
+
+    def wanted(self, ctx: ChannelContext) -> bool:
+        return (ctx.hybrid and ctx.settings.graph) or ctx.request.channels is Retrieval.GRAPH
+
+    def search(self, ctx: ChannelContext) -> ChannelResult:
+        if ctx.request.as_of is not None:
+            return ChannelResult.nothing(self.name, skipped="as_of")
+        if not ctx.fused:
+            return ChannelResult.nothing(self.name)
+        ch = ctx.settings
+        found = expand(ctx.parts.store, ctx.space_id, ctx.fused[:ch.graph_seeds], ctx.flt,
+                       ch.graph_depth, ch.graph_pool, ch.graph_max_share, ch.graph_hub_floor,
+                       ch.graph_rank_offset)
+        return ChannelResult(self.name, tuple(found), listed=bool(found))
+
+
+CHANNEL = GraphChannel()

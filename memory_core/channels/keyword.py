@@ -30,9 +30,10 @@ from types import MappingProxyType
 
 import numpy as np
 
+from memory_core.channels.base import ChannelContext, ChannelResult, Stage
 from memory_core.store import SqlFilter, Store, memory_id_of
 from memory_core.store.postings import PostingState, TermHits, bm25_part, fts5_weightless
-from memory_core.types import Candidate, Channel, new_candidate
+from memory_core.types import Candidate, Channel, Retrieval, new_candidate
 
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 
@@ -364,3 +365,25 @@ def _top_eligible(store: Store, space_id: str, rowids: np.ndarray, scores: np.nd
         if len(found) >= depth or checked >= len(scores):
             return found[:depth]
         m *= 4
+
+
+class KeywordChannel:
+    """BM25 over the space's eligible memories (``channels.keyword``, ``keyword_pool`` and
+    the ``keyword_*`` settings; ``channels=bm25`` runs it alone)."""
+
+    name, stage, order = Channel.KEYWORD.value, Stage.FIRST, 20
+
+    def wanted(self, ctx: ChannelContext) -> bool:
+        return (ctx.hybrid and ctx.settings.keyword) or ctx.request.channels is Retrieval.BM25
+
+    def search(self, ctx: ChannelContext) -> ChannelResult:
+        ch = ctx.settings
+        matched: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        found = search(ctx.parts.store, ctx.space_id, ctx.request.query, ctx.flt,
+                       ch.keyword_pool, ch.keyword_context_weight, ch.keyword_space_df_max,
+                       ch.keyword_idf, ch.keyword_idf_prior_rows, ctx.read_spaces,
+                       ch.keyword_index, ch.keyword_index_threshold, matched=matched)
+        return ChannelResult(self.name, tuple(found), matched=matched.get(ctx.space_id))
+
+
+CHANNEL = KeywordChannel()

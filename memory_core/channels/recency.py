@@ -29,6 +29,7 @@ import math
 from collections.abc import Sequence
 from datetime import datetime
 
+from memory_core.channels.base import ChannelContext, ChannelResult, Stage
 from memory_core.store import Store, rowid_of
 from memory_core.times import parse_instant
 from memory_core.types import Candidate, Channel, Memory, frozen_map
@@ -80,3 +81,27 @@ def rank(store: Store, fused: Sequence[Candidate], now: datetime, half_life_days
     return [Candidate(c.memory_id, score, i + 1, Channel.RECENCY, frozen_map({name: i + 1}),
                       c.space_id, frozen_map({name: score}))
             for i, (score, _, c) in enumerate(scored)]
+
+
+class RecencyChannel:
+    """The fused top re-listed by time proximity to ``query_timestamp`` (``channels.recency``,
+    ``recency_pool``, ``recency_half_life_days``): only when the request sends it, whichever
+    channels ran; it lists only pooled memories, so it adds and removes none."""
+
+    name, stage, order = Channel.RECENCY.value, Stage.RELIST, 10
+
+    def wanted(self, ctx: ChannelContext) -> bool:
+        return ctx.settings.recency and ctx.request.query_timestamp is not None
+
+    def search(self, ctx: ChannelContext) -> ChannelResult:
+        if not ctx.fused or ctx.request.query_timestamp is None:
+            return ChannelResult.nothing(self.name)
+        ch = ctx.settings
+        gaps: dict[str, float] = {}
+        found = rank(ctx.parts.store, ctx.fused, parse_instant(
+            ctx.request.query_timestamp, "query_timestamp"), ch.recency_half_life_days,
+            ch.recency_pool, gaps)
+        return ChannelResult(self.name, tuple(found), gaps=gaps)
+
+
+CHANNEL = RecencyChannel()

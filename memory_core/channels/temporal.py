@@ -21,7 +21,7 @@ from types import MappingProxyType
 
 import numpy as np
 
-from memory_core.channels.dense import DenseIndex
+from memory_core.channels.base import ChannelContext, ChannelResult, Stage, VectorIndex
 from memory_core.filters.compile import event_overlap
 from memory_core.store import SqlFilter
 from memory_core.times import Window
@@ -34,7 +34,7 @@ def window_filter(window: Window) -> SqlFilter:
     return event_overlap(start, end)
 
 
-def search(dense: DenseIndex, space_id: str, query_vec: np.ndarray, flt: SqlFilter,
+def search(dense: VectorIndex, space_id: str, query_vec: np.ndarray, flt: SqlFilter,
            window: Window | None, depth: int) -> list[Candidate]:
     """Top ``depth`` eligible in-window memories of the space, by cosine similarity."""
     if window is None or depth <= 0:
@@ -43,3 +43,21 @@ def search(dense: DenseIndex, space_id: str, query_vec: np.ndarray, flt: SqlFilt
     name = Channel.TEMPORAL.value
     return [new_candidate(c.memory_id, c.score, c.rank, Channel.TEMPORAL,
                           MappingProxyType({name: c.rank}), space_id) for c in hits]
+
+
+class TemporalChannel:
+    """In-window memories by cosine (``channels.temporal``, ``temporal_pool``): only when the
+    query names a time, and only in a hybrid read."""
+
+    name, stage, order = Channel.TEMPORAL.value, Stage.FIRST, 30
+
+    def wanted(self, ctx: ChannelContext) -> bool:
+        return ctx.hybrid and ctx.settings.temporal and ctx.window is not None
+
+    def search(self, ctx: ChannelContext) -> ChannelResult:
+        return ChannelResult(self.name, tuple(search(
+            ctx.parts.dense, ctx.space_id, ctx.query_vec, ctx.flt, ctx.window,
+            ctx.settings.temporal_pool)))
+
+
+CHANNEL = TemporalChannel()

@@ -30,8 +30,7 @@ message name the rule):
 - a tag under the reserved prefix is 422 ``reserved_tag``.
 
 Example:
-    >>> from memory_core import validate
-from memory_core.config import TagFilterSpec
+    >>> from memory_core.config import TagFilterSpec
     >>> nodes = parse_groups([{"or": [{"tags": ["team:a"]}, {"tags": ["team:b"],
     ...                                 "match": "any"}]}], TagFilterSpec(), "anona:")
     >>> to_plain(nodes)[0]["or"][0]

@@ -20,7 +20,7 @@ Signals that a single memory cannot carry alone, added after fusion over the sam
 - *Person*: in a memory of a user's chat with an assistant, the question's grammatical person
   says whose words hold the answer: "What did **you** recommend?" asks for the assistant's
   turns, "Where did **I** park?" and "Can **you** suggest a hotel for **my** trip?" for the
-  user's own (:func:`memory_core.person.addressed_role`). A memory's role is
+  user's own (:func:`memory_core.fusion.person.addressed_role`). A memory's role is
   ``metadata[role_key]``; memories without one, and questions in the third person, get
   nothing (a conversation between named people, as in LoCoMo, is left as it is).
 - *Reply*: a turn that asks something ("How did you two meet?") is often what the question
@@ -52,7 +52,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Hashable, Mapping, Sequence
+from typing import Any
 
+from memory_core.config import FusionSpec
+from memory_core.fusion.person import addressed_role
+from memory_core.store import Store, memory_id_of, rowid_of
 from memory_core.types import Candidate
 
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
@@ -83,7 +87,7 @@ def boost(fused: Sequence[Candidate], session_of: Mapping[str, Hashable | None],
 
     ``session_of`` / ``speaker_of`` / ``role_of`` map memory ids to their session, speaker
     and role (absent or None: none); ``addressed`` is the role the question asks for
-    (:func:`memory_core.person.addressed_role`; None: no person term); ``reply_of`` maps a
+    (:func:`memory_core.fusion.person.addressed_role`; None: no person term); ``reply_of`` maps a
     question turn's id to the id of the turn that replies to it. Returns a new list, ranks
     renumbered from 1; the input is not changed. With ``terms`` (a dict), each memory that a
     term lifted gets ``terms[id] = {term: amount added}`` (``session`` / ``speaker`` /
@@ -133,3 +137,37 @@ def boost(fused: Sequence[Candidate], session_of: Mapping[str, Hashable | None],
             terms[c.memory_id] = lifted
     order = sorted(fused, key=lambda c: (-scores[c.memory_id], c.rank))
     return [c.moved(i + 1, scores[c.memory_id]) for i, c in enumerate(order)]
+
+
+def boosted(store: Store, fs: FusionSpec, query: str, fused: list[Candidate],
+            terms: dict[str, dict[str, float]] | None = None) -> list[Candidate]:
+    """The fused list re-scored by session evidence, named speakers, the question's person and
+    replies to pooled questions (``fusion.session_weight`` / ``speaker_weight`` /
+    ``person_weight`` / ``reply_weight``; :mod:`memory_core.fusion.boost`). ``terms``, when
+    given, receives what each term added to each lifted memory (:func:`boost`). ``store``
+    answers the turns' sessions, speakers, roles and replies."""
+    addressed = (addressed_role(query, fs.asker_role, fs.agent_role) if fs.person_weight
+                 else None)
+    if not fused or (fs.session_weight == 0 and fs.speaker_weight == 0 and addressed is None
+                     and fs.reply_weight == 0):
+        return fused
+    rowids = [r for c in fused if (r := rowid_of(c.memory_id))]
+    session_of: dict[str, Any] = {}
+    speaker_of: dict[str, str | None] = {}
+    if fs.session_weight or fs.speaker_weight:
+        attrs = store.turn_attributes(rowids, fs.speaker_key)
+        space_of = {c.memory_id: c.space_id for c in fused}
+        # sessions are named per space: the same session name in two spaces is two sessions
+        session_of = {m: (space_of[m], a[0]) if a[0] is not None else None
+                      for r, a in attrs.items() if (m := memory_id_of(r)) in space_of}
+        speaker_of = {memory_id_of(r): a[1] for r, a in attrs.items()}
+    role_of = ({memory_id_of(r): v for r, v in
+                store.metadata_texts(rowids, fs.role_key).items()}
+               if addressed is not None else None)
+    reply_of = ({memory_id_of(q): memory_id_of(r)
+                 for q, r in store.replies(rowids, fs.role_key).items()}
+                if fs.reply_weight else None)
+    return boost(fused, session_of, speaker_of, query, session_weight=fs.session_weight,
+                 speaker_weight=fs.speaker_weight, person_weight=fs.person_weight,
+                 role_of=role_of, addressed=addressed, reply_weight=fs.reply_weight,
+                 reply_of=reply_of, terms=terms)

@@ -14,8 +14,8 @@ channel that returned nothing adds nothing.
 
 *Completed* scores (``completed``: channel -> {memory id: score}): the scores a channel gives
 pooled memories it did not list (the union's other finds, scored by that channel after the
-fact; see ``fusion.complete`` and :func:`memory_core.search.completed_scores`). They join that
-channel's list for normalisation, so the channel is normalised over the whole pool and a
+fact; see ``fusion.complete`` and :func:`memory_core.channels.pool.completed_scores`). They
+join that channel's list for normalisation, so the channel is normalised over the whole pool and a
 memory another channel found keeps what this channel says of it instead of the floor: a
 keyword-only find with a fair cosine is not scored as if the dense channel had nothing to say.
 A completed memory the channel holds no score for (no query word, for BM25) takes the floor.

@@ -49,7 +49,7 @@ Per candidate (``q`` = the query's content words, ``d`` = the memory's, see
   memories right before and after it in the same session (write order), ``NaN`` when neither is
   in the pool (a turn that answers the previous turn's question inherits its evidence);
 - ``person_match``: 1 when the memory's role (``metadata[fusion.role_key]``) is the one the
-  question's grammatical person asks for (:func:`memory_core.person.addressed_role`:
+  question's grammatical person asks for (:func:`memory_core.fusion.person.addressed_role`:
   what "you" said before -> the assistant's turns, "I/my" -> the user's), 0 when it is the
   other role, ``NaN`` for a third-person question or a memory without a role.
 
@@ -79,7 +79,7 @@ from memory_core import times
 from memory_core.channels.keyword import STOPWORDS
 from memory_core.config import FusionSpec
 from memory_core.entities import extract_entities
-from memory_core.person import addressed_role
+from memory_core.fusion.person import addressed_role
 from memory_core.types import Candidate, Channel, Memory, MemoryType
 
 NAN = float("nan")

@@ -17,12 +17,8 @@ from __future__ import annotations
 
 import functools
 import logging
-import threading
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
-import anyio
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
@@ -33,107 +29,15 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
 from memory_core.engine import MemoryEngine
-from memory_core.engine_routing import ROLES
-from memory_core.errors import ErrorCode, MemoryCoreError, invalid, not_found
-from memory_core.service import models
-from memory_core.service.access import AccessLog, read_json
+from memory_core.errors import MemoryCoreError
+from memory_core.service import routes_agent, routes_v1
+from memory_core.service.access import AccessLog
 from memory_core.service.errors import ServiceCode, ServiceError
 from memory_core.service.keys import KeyStore
 from memory_core.service.request_models import request_models
-from memory_core.types import Receipt
+from memory_core.service.shared import Service, ServiceSettings
 
-T = TypeVar("T")
 log = logging.getLogger("memory_core.service")
-
-MAX_BODY_BYTES = 1_048_576  # 1 MiB: a write batch of a few thousand short memories
-
-
-@dataclass(frozen=True)
-class ServiceSettings:
-    """``max_body_bytes``: a larger body is 413 before it is parsed."""
-
-    max_body_bytes: int = MAX_BODY_BYTES
-
-
-class Gate:
-    """One engine call at a time, in a worker thread (the event loop keeps serving)."""
-
-    def __init__(self, engine: MemoryEngine):
-        self.engine = engine
-        self._lock = threading.Lock()
-
-    def _locked(self, fn: Callable[[], T]) -> T:
-        with self._lock:
-            return fn()
-
-    async def run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        call = functools.partial(fn, *args, **kwargs)
-        return await anyio.to_thread.run_sync(self._locked, call)
-
-
-class Service:
-    """What the routes share: the engine behind its gate, the keys, the settings."""
-
-    def __init__(self, engine: MemoryEngine, keys: KeyStore, settings: ServiceSettings):
-        self.engine = engine
-        self.gate = Gate(engine)
-        self.keys = keys
-        self.settings = settings
-
-    async def body(self, request: Request) -> Any:
-        return await read_json(request, self.settings.max_body_bytes)
-
-    def role(self, space_id: str, principal: str) -> str:
-        """The principal's role in the space; 404 when it has none (or no such space)."""
-        space = self.engine.store.get_space(space_id)
-        role = None if space is None else space.members.get(principal)
-        if role is None:
-            raise not_found("space", space_id)
-        return role
-
-    def require_writer(self, space_id: str, principal: str) -> None:
-        """404 unless the principal holds a role in the space; 403 unless developer or owner."""
-        role = self.role(space_id, principal)
-        if ROLES.index(role) < ROLES.index("developer"):
-            raise ServiceError(ServiceCode.FORBIDDEN, "needs_developer",
-                               f"principal {principal!r} is a {role} of space {space_id!r}; "
-                               "writing needs developer or owner")
-
-    def may_see_receipt(self, receipt_request: Any, principal: str) -> bool:
-        """A trace belongs to the principal whose request made it (none: the store's owner)."""
-        who = receipt_request.get("principal") or self.engine.spec.owner
-        return who == principal
-
-    def own_receipt(self, receipt_id: str, principal: str, what: str,
-                    space_id: str | None = None) -> Receipt:
-        """The receipt (or trace) ``receipt_id`` if ``principal``'s own request left it and,
-        given ``space_id``, searched that space; otherwise 404 ``<what>_missing``: one status,
-        code and message whether it does not exist or belongs to someone else."""
-        try:
-            found: Receipt | None = self.engine.get_receipt(receipt_id)
-        except MemoryCoreError as exc:
-            if exc.code is not ErrorCode.NOT_FOUND:
-                raise
-            found = None
-        if found is not None and space_id is not None:
-            spaces = {found.request.get("space_id")} | {
-                s.space_id for s in (found.searched or ())}
-            found = found if space_id in spaces else None
-        if found is None or not self.may_see_receipt(found.request, principal):
-            raise not_found(what, receipt_id)
-        return found
-
-
-def with_principal(body: Any, principal: str) -> dict[str, Any]:
-    """The request body acting as ``principal``; a different ``principal`` in it is 403."""
-    if not isinstance(body, dict):
-        raise invalid("wrong_type", "a request must be a JSON object of fields")
-    given = body.get("principal")
-    if given is not None and given != principal:
-        raise ServiceError(ServiceCode.FORBIDDEN, "principal_mismatch",
-                           "the API key decides the principal; the body names another one",
-                           "principal")
-    return {**body, "principal": principal}
 
 
 _bearer = HTTPBearer(auto_error=False, description="an API key from `memory-core keys create`")
@@ -143,7 +47,6 @@ def create_app(engine: MemoryEngine, keys: KeyStore,
                settings: ServiceSettings | None = None) -> FastAPI:
     """The service app: ``/v1`` (the Retrieve API and writes), ``/api/v1/{context_id}`` (the
     agent-memory API), ``/healthz`` (no key), OpenAPI at ``/openapi.json`` and ``/docs``."""
-    from memory_core.service import routes_agent, routes_v1
 
     svc = Service(engine, keys, settings or ServiceSettings())
     app = FastAPI(title="memory_core", version="1", summary="Agent memory retrieval with receipts",
@@ -255,22 +158,3 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
                         param["schema"] = bodies.path_parameters[param["name"]]
         app.openapi_schema = schema
     return app.openapi_schema
-
-
-def body_spec(model: type, description: str = "") -> dict[str, Any]:
-    """``openapi_extra`` for a route that reads ``model``'s JSON body itself."""
-    return {"requestBody": {"required": True, "description": description, "content": {
-        "application/json": {"schema": {"$ref": f"#/components/schemas/{model.__name__}"}}}}}
-
-
-def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
-    """OpenAPI ``responses`` entries for error statuses (always 401 and 422 too)."""
-    what = {401: "no key or an unknown key", 403: "the principal may not do this",
-            404: "no such object (or one the principal may not read)",
-            409: "conflict: the request clashes with what is stored (a space id taken)",
-            413: "the body is over the size limit",
-            422: "the engine's validation_error / route_conflict / no_route_target / "
-                 "reserved_tag, or a body that is not JSON",
-            501: "not implemented here", 503: "every searched space failed"}
-    return {s: {"model": models.ErrorBody, "description": what.get(s, "error")}
-            for s in sorted({401, 422, 500, *statuses})}

@@ -22,7 +22,8 @@ import httpx
 from memory_core.errors import ErrorCode, MemoryCoreError
 from memory_core.service.errors import STATUS, ServiceCode
 from memory_core.service.models import MemoryBody
-from memory_core.types import (ContextHit, Receipt, Result, RetrieveResponse, SearchedEntry, Tier,
+from memory_core.receipts import Receipt
+from memory_core.types import (ContextHit, Result, RetrieveResponse, SearchedEntry, Tier,
                                frozen_map)
 
 API_KEY_ENV = "MEMORY_CORE_API_KEY"

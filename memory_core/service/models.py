@@ -5,7 +5,7 @@ They are generated from the engine's own declarations so the two cannot drift:
 - the request bodies (:mod:`.request_models`): :data:`RetrieveBody` has exactly the fields of
   :data:`memory_core.request.FIELDS`, typed by :data:`FIELD_TYPES` (a field the engine gains
   without an entry there is typed ``Any`` and fails ``tests/service/test_models.py``, which
-  names it), :data:`WriteItem` exactly :data:`memory_core.engine.WRITE_FIELDS`, each field
+  names it), :data:`WriteItem` exactly :data:`memory_core.write.WRITE_FIELDS`, each field
   constrained by the engine's own limits (the module-level models are those of the default
   settings; the served schema is built from the served engine's);
 - :data:`ResultBody` has exactly the fields of :class:`memory_core.types.Result`, typed from its
@@ -29,7 +29,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, create_model
 
 from memory_core.config import EngineSpec
-from memory_core.engine_routing import ROLES
+from memory_core.access import ROLES
 from memory_core.service.request_models import field_types, request_models
 from memory_core.service.wire import to_camel
 from memory_core.types import Memory, Mode, Result, Tier

@@ -1,17 +1,15 @@
 """The request bodies of the OpenAPI schema, stating what the engine accepts.
 
 Every constraint comes from the engine's own declarations: the field lists
-(:data:`memory_core.request.FIELDS`, :data:`memory_core.engine.WRITE_FIELDS`, the agent API's
+(:data:`memory_core.request.FIELDS`, :data:`memory_core.write.WRITE_FIELDS`, the agent API's
 :func:`memory_core.service.wire.agent_fields`), the served engine's limits
 (:class:`memory_core.config.EngineSpec`: ``limits``, ``tags``, ``max_limit``, the reserved tag
 prefix, the modes it can serve) and the module constants the validators read (scope paths, tag
 lengths, ``max_targets``). :func:`request_models` builds the models for one engine; the app's
-``/openapi.json`` is built from the engine it serves.
-
-A request the schema allows is one the engine accepts, except for the rules JSON Schema cannot
-state (:data:`UNSTATED`: a rule across fields, a total over a whole expression, what the store
-holds); each body's description names them. The engine still validates every request itself:
-these models document, they never gate.
+``/openapi.json`` is built from the engine it serves. A request the schema allows is one the engine
+accepts, except for the rules JSON Schema cannot state (:data:`UNSTATED`: a rule across fields, a
+total over a whole expression, what the store holds); each body's description names them. The engine
+still validates every request itself: these models document, they never gate.
 """
 
 from __future__ import annotations
@@ -24,10 +22,8 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, create_model
 
-from memory_core.access import SPACE_ID
+from memory_core.access import ROLES, SPACE_ID
 from memory_core.config import EngineSpec
-from memory_core.engine import WRITE_FIELDS
-from memory_core.engine_routing import ROLES
 from memory_core.filters.scope import (MAX_CLAUSE_PATHS, MAX_LENS_CLAUSES, MAX_PATH_CHARS,
                                        MAX_WRITE_SCOPES, SCOPE_PATH)
 from memory_core.filters.tag_groups import Match, Resolve
@@ -36,7 +32,7 @@ from memory_core.service.wire import K_MIN, agent_fields
 from memory_core.times import MAX_INSTANT_CHARS
 from memory_core.types import BlockOrder, Include, MemoryType, Mode, Retrieval, ScopeView
 from memory_core.validate import MAX_TAG_CHARS
-from memory_core.write import MAX_WRITE_TAGS
+from memory_core.write import MAX_WRITE_TAGS, WRITE_FIELDS
 
 REF = "#/components/schemas/{model}"
 

@@ -22,7 +22,7 @@ from fastapi.responses import JSONResponse
 
 from memory_core.errors import MemoryCoreError
 from memory_core.service import compat, models, wire
-from memory_core.service.app import Service, body_spec, errors
+from memory_core.service.shared import Service, body_spec, errors
 from memory_core.service.errors import ServiceCode, ServiceError
 from memory_core.types import Include, RetrieveResponse
 

@@ -22,10 +22,10 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 
-from memory_core.engine import WRITE_FIELDS
+from memory_core.write import WRITE_FIELDS
 from memory_core.errors import invalid
 from memory_core.service import models
-from memory_core.service.app import Service, body_spec, errors, with_principal
+from memory_core.service.shared import Service, body_spec, errors, with_principal
 from memory_core.types import Memory, Space
 
 SPACE_FIELDS = ("space_id", "description", "default", "members")

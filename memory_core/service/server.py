@@ -57,7 +57,8 @@ def serve(store: str | Path, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
     """Open the store and serve it until interrupted."""
     import uvicorn
 
-    from memory_core.service.app import ServiceSettings, create_app
+    from memory_core.service.app import create_app
+    from memory_core.service.shared import ServiceSettings
 
     keys = KeyStore.for_store(store)
     if not keys.records():  # also fails now, not per request, on a damaged keys file

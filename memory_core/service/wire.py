@@ -20,7 +20,8 @@ from typing import Any
 
 from memory_core.errors import MemoryCoreError, invalid
 from memory_core.request import FIELDS, as_integer
-from memory_core.types import ContextHit, Receipt, RetrieveResponse
+from memory_core.receipts import Receipt
+from memory_core.types import ContextHit, RetrieveResponse
 
 K_DEFAULT = 10   # seed 004: k defaults to 10
 K_CAP = 50       # seed 004: k above 50 is capped, not refused

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import numpy as np
 
-MINHASH_STORED = np.uint32  # on disk; read back as uint64 (what memory_core.dedup compares)
+MINHASH_STORED = np.uint32  # on disk; read back as uint64 (what memory_core.results.dedup compares)
 
 
 def pack_minhash(signature: bytes | None) -> bytes | None:
-    """A uint64 MinHash signature (``memory_core.dedup``) as stored: uint32, half the bytes.
+    """A uint64 MinHash signature (``memory_core.results.dedup``) as stored: uint32, half the bytes.
 
     Example:
         >>> sig = np.array([1, 2**32 - 1], dtype=np.uint64).tobytes()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from memory_core.store.db import Database
-from memory_core.types import Receipt
+from memory_core.receipts import Receipt
 
 
 class ReceiptQueries(Database):

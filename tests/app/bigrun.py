@@ -25,7 +25,8 @@ import polars as pl
 from experiments.report import aggregate
 from memory_core import MemoryEngine
 from memory_core.rerank.identity import rank_scores
-from memory_core.types import (Drop, DropReason, KeptEntry, Receipt, frozen_map)
+from memory_core.receipts import KeptEntry, Receipt
+from memory_core.types import Drop, DropReason, frozen_map
 
 CONVERSATIONS = 10
 FACTS_PER_CONVERSATION = 60

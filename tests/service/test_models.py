@@ -12,7 +12,7 @@ import pytest
 from benchmarks.hash_engine import HashEmbedder
 from memory_core import MemoryCoreError, MemoryEngine
 from memory_core.config import EngineSpec
-from memory_core.engine import WRITE_FIELDS
+from memory_core.write import WRITE_FIELDS
 from memory_core.request import FIELDS
 from memory_core.service import models, wire
 from memory_core.service.client import RemoteMemory

