@@ -30,7 +30,7 @@ from experiments.specs import ExpandEvalSpec
 from experiments.stats import paired_test
 from memory_core import MemoryEngine
 from memory_core.embed import Embedder
-from memory_core.expand import split_subjects
+from memory_core.expansion.subjects import split_subjects
 
 
 def multi_subject_queries(dataset: Dataset, ids: IdMap) -> list[QueryDef]:
