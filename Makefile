@@ -20,7 +20,7 @@ run: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest $(ARGS)
 
-# ruff over the repository, pyright (basic) over memory_core/, app.py and the dashboard; rules and the temporary
+# ruff over the repository, pyright (basic) over memory_core/, experiments/, benchmarks/, app.py; rules and the temporary
 # exclude lists are in pyproject.toml ([tool.ruff], [tool.pyright])
 lint: $(STAMP)
 	.venv/bin/ruff check .

@@ -186,7 +186,7 @@ def open_receipt(page, server: str, run: Path, receipt_id: str, query: str,
 def main(argv: list[str] | None = None) -> int:
     import polars as pl
 
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     ap.add_argument("run", type=Path, help="a run directory (metrics.json, per_query.parquet)")
     ap.add_argument("--receipts", type=int, default=10, help="warm loads to time")
     ap.add_argument("--goal", type=float, default=GOAL_S, help="warm median goal, seconds")

@@ -47,7 +47,7 @@ def _merge(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
 
 def measure(store: Path, data_dir: str, n_queries: int, warmup: int = 20) -> dict[str, Any]:
     """p50/p95 (ms) and p50 ratio to the first configuration, per configuration."""
-    ds = load_locomo(data_dir, include_observations=False)
+    ds = load_locomo(Path(data_dir), include_observations=False)
     questions = [q for q in ds.queries if q.gold_keys][:n_queries]
     engines = {name: MemoryEngine.open(store, spec_from_mapping(EngineSpec, _merge(BASE, over)))
                for name, over in CONFIGS.items()}
@@ -72,7 +72,7 @@ def measure(store: Path, data_dir: str, n_queries: int, warmup: int = 20) -> dic
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0], allow_abbrev=False)
     ap.add_argument("--store", required=True, type=Path, help="a LoCoMo run's store/ folder")
     ap.add_argument("--queries", type=int, default=600)
     ap.add_argument("--data-dir", default=os.environ.get("MEMORY_CORE_DATA_DIR"))

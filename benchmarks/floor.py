@@ -209,7 +209,7 @@ def run(queries: int, warmup: int, conversations: int | None, seed: int, work: P
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.floor",
-                                     description=__doc__.split("\n\n")[0])
+                                     description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--profile-queries", type=int, default=100)

@@ -103,7 +103,7 @@ def cases(eng: MemoryEngine, mode: str, rng: random.Random) -> dict[str, dict[st
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--memories", type=int, default=200)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--reranker", default="tiny",

@@ -131,7 +131,9 @@ class TimedEmbedder:
 
     def cache_counts(self) -> dict[str, int] | None:
         hits, misses = getattr(self.inner, "hits", None), getattr(self.inner, "misses", None)
-        return None if hits is None else {"hits": int(hits), "misses": int(misses)}
+        if hits is None or misses is None:
+            return None
+        return {"hits": int(hits), "misses": int(misses)}
 
 
 def percentiles(values: Sequence[float]) -> dict[str, float]:
@@ -226,7 +228,7 @@ def run_benchmark(sizes: Sequence[int] = DEFAULT_SIZES, *, queries: int = 200,
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.perf",
-                                     description=__doc__.split("\n\n")[0])
+                                     description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=list(DEFAULT_SIZES))
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--warmup", type=int, default=5)

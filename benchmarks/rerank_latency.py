@@ -152,6 +152,7 @@ def run_stacked(data: str, n_queries: int, pool: int, data_dir: str | None, seed
             resp = engine.retrieve(query=q.text, space_id=q.gold_space, mode="accurate",
                                    limit=10, receipt=True)
             acc_s = time.perf_counter() - t0
+            assert resp.trace_id is not None, "a read with receipt=True names its receipt"
             stage = engine.get_receipt(resp.trace_id).trace.rerank
             if i >= warmup and stage is not None:
                 rows.append({"fast_ms": fast_s * 1000, "accurate_ms": acc_s * 1000,
@@ -174,7 +175,7 @@ def run_stacked(data: str, n_queries: int, pool: int, data_dir: str | None, seed
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--scorer", default="stacked", choices=("stacked", "cross_encoder"))
     parser.add_argument("--data", default="synthetic", choices=("synthetic", "locomo"))
     parser.add_argument("--queries", type=int, default=60)

@@ -243,12 +243,12 @@ def one_size(n: int, args: argparse.Namespace, work: Path) -> dict[str, Any]:
     ef = spec.channels.dense_hnsw_ef_search
     recall = {}
     for e in sorted({ef, 64, 256}):
-        _, got = hnsw.search(qvecs, LIMIT, params=faiss.SearchParametersHNSW(efSearch=e))
+        _, got = hnsw.search(qvecs, LIMIT, params=faiss.SearchParametersHNSW(efSearch=e))  # pyright: ignore[reportAttributeAccessIssue]
         recall[str(e)] = round(float(np.mean([len(set(a) & set(b)) / LIMIT
                                               for a, b in zip(got, exact, strict=True)])), 4)
     out["dense_alone"] = {
         "flat_p50_ms": _search_p50(flat, qvecs, LIMIT),
-        "hnsw_p50_ms": _search_p50(hnsw, qvecs, LIMIT, faiss.SearchParametersHNSW(efSearch=ef)),
+        "hnsw_p50_ms": _search_p50(hnsw, qvecs, LIMIT, faiss.SearchParametersHNSW(efSearch=ef)),  # pyright: ignore[reportAttributeAccessIssue]
         "hnsw_build_s": build_s, "ef_search": ef, "recall_at_10_by_ef": recall,
         "recall_at_10": recall[str(ef)]}
     return out
@@ -397,7 +397,7 @@ def plots(results: list[dict[str, Any]], out_dir: Path) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.scale",
-                                     description=__doc__.split("\n\n")[0])
+                                     description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
     parser.add_argument("--real", type=int, default=100_000,
                         help="real MiniLM vectors (more noisy copies of fewer real ones make "

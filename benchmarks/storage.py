@@ -83,7 +83,7 @@ def measure(n: int, root: Path) -> dict:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--n", type=int, default=5000)
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:

@@ -143,7 +143,7 @@ def _pairs(a: Run, b: Run, mode_a: str | None, mode_b: str | None,
     modes_a = a.frame["mode"].unique(maintain_order=True).to_list()
     modes_b = b.frame["mode"].unique(maintain_order=True).to_list()
     if mode_a or mode_b:
-        pa, pb = mode_a or mode_b, mode_b or mode_a
+        pa, pb = str(mode_a or mode_b), str(mode_b or mode_a)
         for m, have, run in ((pa, modes_a, a), (pb, modes_b, b)):
             if m not in have:
                 raise CompareError(f"{run.path}: no mode {m!r} (has {have})")
@@ -424,7 +424,7 @@ def render(rows: Sequence[Row], a: Run, b: Run, alpha: float = 0.05) -> Table:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m experiments.compare",
-                                     description=__doc__.split("\n\n")[0])
+                                     description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("run_a", help="run directory A (holds per_query.parquet)")
     parser.add_argument("run_b", help="run directory B")
     parser.add_argument("--metrics", help="comma-separated metric columns (default: all common)")

@@ -288,7 +288,7 @@ def _fmt(value: float | None) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m experiments.regress",
-                                     description=__doc__.split("\n\n")[0])
+                                     description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--update", action="store_true",
                         help="rewrite benchmarks/baselines/*.json from this run")
     parser.add_argument("--only", action="append", choices=[p.name for p in PRESETS],

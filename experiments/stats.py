@@ -263,7 +263,8 @@ def paired_test(
     delta = float(diffs.mean())
 
     if parsed is PairedMethod.RANDOMIZATION:
-        units = diffs if index is None else np.bincount(index, weights=diffs)
+        units: FloatArray = (diffs if index is None
+                             else np.bincount(index, weights=diffs).astype(np.float64))
         observed = abs(float(units.sum()))
         # Tolerance for float rounding: a flip that reproduces the observed sum counts as
         # "at least as extreme" even if summation order changed its last bits.

@@ -417,9 +417,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    recipe = AdapterRecipe(**{f.name: (tuple(s for s in args.sources.split(",") if s)
-                                       if f.name == "sources" else getattr(args, f.name))
-                              for f in dataclasses.fields(AdapterRecipe)})
+    given: dict[str, Any] = {f.name: getattr(args, f.name)
+                             for f in dataclasses.fields(AdapterRecipe) if f.name != "sources"}
+    recipe = AdapterRecipe(sources=tuple(s for s in args.sources.split(",") if s), **given)
     raw = list(sys.argv[1:] if argv is None else argv)
     command = "python -m experiments.train_adapter" + "".join(f" {shlex.quote(a)}" for a in raw)
     card = run(recipe, Path(args.out), data_dir=args.data_dir, eval_s=not args.no_eval_s,

@@ -21,7 +21,7 @@ from memory_core.types import frozen_map
 
 BASE_ROUTERS = ("description", "evidence")
 ROUTERS = (*BASE_ROUTERS, "learned")
-TEMPERATURE_GRID = np.geomspace(1e-3, 2.0, 80)
+TEMPERATURE_GRID: tuple[float, ...] = tuple(float(t) for t in np.geomspace(1e-3, 2.0, 80))
 QUANTILES = np.linspace(0.0, 1.0, 21)
 OFF_EXTRA = 1.01  # extra_confidence that admits no further space (confidences are <= 1)
 
