@@ -1,0 +1,144 @@
+"""A Hydra multirun on a local Ray head (issue 36's bar): ``ray start --head`` on 127.0.0.1 (a
+free port, its own temp dir, started and stopped by the test, bounded in time), 2 configs x the
+smoke preset run by ``hydra/launcher=ray`` with the head's address, then the sweep's
+``experiments.sweep_report`` table checked. Skipped where ray is not installed (the ``ray``
+extra)."""
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from test_sweep_report import check_smoke_report, smoke_multirun
+
+from experiments.ray_launcher import init_kwargs
+
+START_TIMEOUT_S = 120   # the head answering `ray status` (2 shared cores: ~10-30 s)
+SWEEP_TIMEOUT_S = 420   # the two jobs (~40 s) plus workers starting
+STOP_TIMEOUT_S = 45     # SIGTERM to the head's process group (it drains ~30 s), then SIGKILL
+# A loopback test cluster without Ray's token authentication (Ray 2.60 enables it when a token
+# file exists in ~/.ray): the head, `ray status` and the sweep's driver must agree.
+RAY_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "disabled"}
+
+
+def _free_ports(n: int) -> list[int]:
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def _ray_cli() -> list[str]:
+    script = Path(sys.executable).parent / "ray"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "ray.scripts.scripts"]
+
+
+def _session(sid: int) -> list[int]:
+    """Pids of the session ``sid`` (the head was started as its leader, so every process it
+    started is there, whatever its process group: Ray's workers have their own)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if os.getsid(int(entry.name)) == sid:
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+def _stop(head: subprocess.Popen) -> list[int]:
+    """Stop the head this test started: SIGTERM to its process group (the head drains, then
+    stops what it started), then SIGKILL to whatever of its session is left after
+    ``STOP_TIMEOUT_S``. Never ``ray stop``, which stops every Ray process of the machine.
+    Returns the pids that needed SIGKILL."""
+    try:
+        os.killpg(head.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+    deadline = time.monotonic() + STOP_TIMEOUT_S
+    while _session(head.pid) and time.monotonic() < deadline:
+        time.sleep(1)
+        head.poll()
+    left = _session(head.pid)
+    for pid in left:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    head.wait(timeout=10)
+    return left
+
+
+@contextmanager
+def local_head(log_path: Path):
+    """``ray start --head --block`` on 127.0.0.1 in its own session; yields its address once
+    ``ray status`` answers; stopped (and its temp dir removed) on the way out, failure or not."""
+    port, client_port, agent_port, metrics_port, env_port = _free_ports(5)
+    # a short root: Ray's Unix sockets live under it (107-byte path limit)
+    temp_dir = tempfile.mkdtemp(prefix="mcray", dir="/tmp")
+    address = f"127.0.0.1:{port}"
+    env = {**os.environ, **RAY_ENV}
+    with open(log_path, "w") as log:
+        head = subprocess.Popen(
+            [*_ray_cli(), "start", "--head", "--block", "--node-ip-address", "127.0.0.1",
+             "--port", str(port), "--ray-client-server-port", str(client_port),
+             "--dashboard-agent-listen-port", str(agent_port),
+             "--metrics-export-port", str(metrics_port), "--runtime-env-agent-port",
+             str(env_port), "--num-cpus", "2", "--object-store-memory", "100000000",
+             "--include-dashboard", "false", "--disable-usage-stats", "--temp-dir", temp_dir],
+            stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    try:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while True:
+            if head.poll() is not None:
+                pytest.fail(f"ray start exited {head.returncode}:\n{log_path.read_text()[-3000:]}")
+            status = subprocess.run([*_ray_cli(), "status", "--address", address], env=env,
+                                    capture_output=True, text=True, timeout=60)
+            if status.returncode == 0 and "CPU" in status.stdout:
+                break
+            if time.monotonic() > deadline:
+                pytest.fail(f"the Ray head did not answer within {START_TIMEOUT_S} s:\n"
+                            f"{status.stdout[-1500:]}{status.stderr[-1500:]}")
+            time.sleep(2)
+        yield address
+    finally:
+        killed = _stop(head)
+        shutil.rmtree(temp_dir, ignore_errors=True)
+        assert not _session(head.pid), f"Ray processes left after SIGKILL to {killed}"
+
+
+def test_init_kwargs_forwards_the_environment_the_jobs_read():
+    got = init_kwargs(None, {"num_cpus": 2}, ["MEMORY_CORE_CACHE", "UNSET"],
+                      {"MEMORY_CORE_CACHE": "/c"})
+    assert got == {"num_cpus": 2, "runtime_env": {"env_vars": {"MEMORY_CORE_CACHE": "/c"}}}
+    assert init_kwargs("auto", {}, [], {}) == {"address": "auto"}
+
+
+@pytest.mark.model
+@pytest.mark.slow
+def test_multirun_on_a_local_ray_head_and_its_sweep_report(tmp_path, monkeypatch):
+    pytest.importorskip("ray", reason="ray is not installed (the `ray` extra: "
+                                      "pip install -e '.[dev,ray]')")
+    for name, value in RAY_ENV.items():
+        monkeypatch.setenv(name, value)
+    sweep = tmp_path / "multiruns" / "sweep"
+    with local_head(tmp_path / "ray_head.log") as address:
+        done = smoke_multirun(sweep, "hydra/launcher=ray", f"hydra.launcher.address={address}",
+                              timeout=SWEEP_TIMEOUT_S)
+        assert done.returncode == 0, (done.stdout[-2000:], done.stderr[-3000:])
+    log = done.stdout + done.stderr
+    assert f"Ray launcher: 2 jobs on {address}" in log
+    assert "(execute_job pid=" in log  # the jobs' output came back from Ray workers
+    check_smoke_report(sweep)
