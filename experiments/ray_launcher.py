@@ -79,7 +79,7 @@ def execute_job(hydra_context: HydraContext, sweep_config: DictConfig,
 def launch(launcher: Any, job_overrides: Sequence[Sequence[str]],
            initial_job_idx: int) -> Sequence[JobReturn]:
     """Run every job of one batch as a Ray task; the JobReturns in the jobs' order."""
-    import ray
+    import ray  # pyright: ignore[reportMissingImports]  # the optional `ray` extra
 
     setup_globals()
     config, context, task = launcher.config, launcher.hydra_context, launcher.task_function

@@ -342,7 +342,7 @@ def write_report(out: Path, rows: Sequence[SweepRow], baseline: SweepRun,
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m experiments.sweep_report",
-                                     description=__doc__.split("\n\n")[0])
+                                     description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("multirun_dir", type=Path, help="the sweep directory of a multirun")
     parser.add_argument("--baseline", help="the baseline run: its name, override dir name or "
                                            "job directory (default: the first job)")

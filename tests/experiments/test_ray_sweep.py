@@ -5,6 +5,7 @@ smoke preset run by ``hydra/launcher=ray`` with the head's address, then the swe
 extra)."""
 
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -23,9 +24,11 @@ from experiments.ray_launcher import init_kwargs
 START_TIMEOUT_S = 120   # the head answering `ray status` (2 shared cores: ~10-30 s)
 SWEEP_TIMEOUT_S = 420   # the two jobs (~40 s) plus workers starting
 STOP_TIMEOUT_S = 45     # SIGTERM to the head's process group (it drains ~30 s), then SIGKILL
-# A loopback test cluster without Ray's token authentication (Ray 2.60 enables it when a token
-# file exists in ~/.ray): the head, `ray status` and the sweep's driver must agree.
-RAY_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "disabled"}
+# Ray 2.60's token authentication with a token of this test run (its GCS port listens on every
+# interface): the head, `ray status` and the sweep's driver read it from the environment, and
+# nothing is written to ~/.ray.
+RAY_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "token",
+           "RAY_AUTH_TOKEN": secrets.token_hex(32)}
 
 
 def _free_ports(n: int) -> list[int]:
@@ -45,15 +48,17 @@ def _ray_cli() -> list[str]:
 
 
 def _session(sid: int) -> list[int]:
-    """Pids of the session ``sid`` (the head was started as its leader, so every process it
-    started is there, whatever its process group: Ray's workers have their own)."""
+    """Live pids of the session ``sid`` (the head was started as its leader, so every process
+    it started is there, whatever its process group: Ray's workers have their own); zombies,
+    dead and waiting for their parent to reap them, are left out."""
     found = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
-                if os.getsid(int(entry.name)) == sid:
+                state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+                if os.getsid(int(entry.name)) == sid and state != "Z":
                     found.append(int(entry.name))
-            except OSError:
+            except (OSError, IndexError):
                 continue
     return found
 
