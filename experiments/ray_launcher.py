@@ -95,6 +95,9 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]],
         log.info("ray.init(%s)", ", ".join(f"{k}={v!r}" for k, v in kwargs.items()
                                            if k != "runtime_env"))
         ray.init(**kwargs)
+    if getattr(launcher, "n_jobs", None) is not None:
+        log.info("hydra.launcher.n_jobs=%s (a joblib setting) is not applied: Ray runs as many "
+                 "jobs at once as the cluster has CPUs for remote.num_cpus", launcher.n_jobs)
     remote = _plain(launcher.remote)
     cwd = None
     if launcher.chdir_driver_cwd and "working_dir" not in (_plain(launcher.init)

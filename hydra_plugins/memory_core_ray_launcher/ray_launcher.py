@@ -51,6 +51,10 @@ class RayLauncherConf:
     # Run each job in the driver's working directory when that directory exists on the node
     # (one machine or a shared file system), as the joblib launcher's workers do.
     chdir_driver_cwd: bool = True
+    # The joblib launcher's key, accepted so presets written for joblib compose under Ray
+    # (experiment=ablation sets 2); not applied: Ray runs as many jobs at once as the cluster
+    # has CPUs for remote.num_cpus (a value is logged as not applied).
+    n_jobs: int | None = None
 
 
 ConfigStore.instance().store(group="hydra/launcher", name="base_ray", node=RayLauncherConf,
@@ -62,12 +66,13 @@ class RayLauncher(Launcher):
 
     def __init__(self, address: str | None = None, init: DictConfig | None = None,
                  remote: DictConfig | None = None, env: Sequence[str] = FORWARDED_ENV,
-                 chdir_driver_cwd: bool = True) -> None:
+                 chdir_driver_cwd: bool = True, n_jobs: int | None = None) -> None:
         self.address = address
         self.init = init
         self.remote = remote
         self.env = list(env)
         self.chdir_driver_cwd = chdir_driver_cwd
+        self.n_jobs = n_jobs
         self.config: DictConfig | None = None
         self.hydra_context: HydraContext | None = None
         self.task_function: TaskFunction | None = None

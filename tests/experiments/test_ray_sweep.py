@@ -147,3 +147,30 @@ def test_multirun_on_a_local_ray_head_and_its_sweep_report(tmp_path, monkeypatch
     assert f"Ray launcher: 2 jobs on {address}" in log
     assert "(execute_job pid=" in log  # the jobs' output came back from Ray workers
     check_smoke_report(sweep)
+
+
+def _compose(overrides):
+    from hydra import compose, initialize_config_dir
+
+    import experiments.config  # noqa: F401  (registers the structured configs)
+
+    with initialize_config_dir(config_dir=str(Path(__file__).resolve().parents[2] / "conf"),
+                               version_base="1.3"):
+        return compose(config_name="config", overrides=overrides, return_hydra_config=True)
+
+
+def test_launcher_config_is_typed_and_joblib_stays_the_default():
+    """Composes without ray: the plugin module imports none."""
+    cfg = _compose(["hydra/launcher=ray", "hydra.launcher.address=127.0.0.1:6379"])
+    launcher = cfg.hydra.launcher
+    assert launcher._target_ == ("hydra_plugins.memory_core_ray_launcher.ray_launcher."
+                                 "RayLauncher")
+    assert launcher.address == "127.0.0.1:6379" and launcher.remote == {"num_cpus": 1}
+    assert "MEMORY_CORE_CACHE" in launcher.env
+    with pytest.raises(Exception, match="adress"):
+        _compose(["hydra/launcher=ray", "hydra.launcher.adress=x"])
+    # a preset written for joblib composes under Ray (its n_jobs is accepted, not applied)
+    ablation = _compose(["experiment=ablation", "hydra/launcher=ray"])
+    assert ablation.hydra.launcher.n_jobs == 2
+    assert _compose(["experiment=ablation"]).hydra.launcher._target_.endswith("JoblibLauncher")
+    assert "Ray" not in _compose([]).hydra.launcher._target_
