@@ -44,6 +44,23 @@ class HashEmbedder:
         return {"model": f"hash-bow-{DIM}", "weights_sha256": "none"}
 
 
+class OverlapReranker:
+    """A model-free cross-encoder stand-in: the share of query words (split on spaces) a text
+    holds, so accurate mode runs without a model in tests.
+
+    Example:
+        >>> OverlapReranker().score("berlin flight", ["the berlin flight", "a locker"])
+        [0.6666666666666666, 0.0]
+    """
+
+    def score(self, query: str, texts: Sequence[str]) -> list[float]:
+        q = set(query.lower().split())
+        return [len(q & set(t.lower().split())) / (1 + len(q)) for t in texts]
+
+    def identity(self) -> dict[str, str]:
+        return {"model": "overlap", "weights_sha256": "none"}
+
+
 def open_engine(store: str) -> MemoryEngine:
     """The engine ``--engine-factory benchmarks.hash_engine:open_engine`` serves."""
     return MemoryEngine.open(store, spec=EngineSpec(default_mode="fast"),

@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memory_core import MemoryCoreError, MemoryEngine
+from benchmarks.hash_engine import OverlapReranker
 
 sys.path.insert(0, str(Path(__file__).parent))
 from crash_child import HashEmbedder
@@ -29,17 +30,6 @@ EXAMPLES = int(os.environ.get("MEMORY_CORE_FUZZ_EXAMPLES", "700"))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
                 suppress_health_check=list(HealthCheck))
 OUTCOMES: dict[str, dict[str, int]] = {}
-
-
-class OverlapReranker:
-    """Scores by shared words (accurate mode without a model)."""
-
-    def score(self, query, texts):
-        q = set(query.lower().split())
-        return [len(q & set(t.lower().split())) / (1 + len(q)) for t in texts]
-
-    def identity(self):
-        return {"model": "overlap", "weights_sha256": "none"}
 
 
 @pytest.fixture(scope="module")

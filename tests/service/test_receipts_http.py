@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from starlette.testclient import TestClient
 
-from benchmarks.hash_engine import HashEmbedder
+from benchmarks.hash_engine import HashEmbedder, OverlapReranker
 from memory_core import MemoryEngine
 from memory_core.config import EngineSpec
 from memory_core.service.app import create_app
@@ -26,17 +26,6 @@ from memory_core.service.keys import KeyStore
 from memory_core.service.wire import to_camel
 
 pytestmark = pytest.mark.service
-
-
-class OverlapReranker:
-    """Scores by shared words (accurate mode without a model)."""
-
-    def score(self, query, texts):
-        q = set(query.lower().split())
-        return [len(q & set(t.lower().split())) / (1 + len(q)) for t in texts]
-
-    def identity(self):
-        return {"model": "overlap", "weights_sha256": "none"}
 
 
 ITEMS = [

@@ -17,20 +17,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from benchmarks.hash_engine import HashEmbedder
+from benchmarks.hash_engine import HashEmbedder, OverlapReranker
 from memory_core import MemoryEngine
 from memory_core.config import EngineSpec
-
-
-class OverlapReranker:
-    """Scores by shared words (accurate mode without a model)."""
-
-    def score(self, query, texts):
-        q = set(query.lower().split())
-        return [len(q & set(t.lower().split())) / (1 + len(q)) for t in texts]
-
-    def identity(self):
-        return {"model": "overlap", "weights_sha256": "none"}
 
 
 ITEMS = [
