@@ -87,7 +87,7 @@ def eligible_spaces(store: Store, principal: str | None, owner: str,
 def may_read_receipt(receipt: Receipt, who: str, owner: str) -> bool:
     """A receipt is read by the principal whose request left it and by the store's owner
     (the operator: the dashboard and the workbench read every receipt)."""
-    return who in (receipt.request.get("principal") or owner, owner)
+    return who in (receipt.request.principal or owner, owner)
 
 
 def check_members(members: Any, max_id_chars: int) -> Mapping[str, str]:

@@ -28,7 +28,8 @@ from memory_core.routing import (RouteDecision, RouteQuery, RouteReason, Router,
 from memory_core.channels.probe import evidence_probe
 from memory_core.store import Store
 from memory_core.trace import RoutingTrace, SubjectRoute
-from memory_core.types import Mode, RetrieveRequest, SearchedEntry, Space, frozen_map
+from memory_core.types import (Mode, Retrieval, RetrieveRequest, SearchedEntry, Space,
+                               frozen_map)
 from memory_core.validate import check_content
 
 Decided = tuple[RouteDecision | None, RouteReason | None, str, RoutingTrace]
@@ -189,7 +190,9 @@ class RoutePlanner:
             raise invalid("invalid_choice", f"route must be 'auto'; got {route!r}", "route")
         content = check_content(content)
         req = RetrieveRequest(query=self.redactor.apply(content.strip()), route="auto",
-                              max_targets=1, principal=principal)
+                              max_targets=1, principal=principal, limit=self.spec.default_limit,
+                              mode=Mode(self.spec.default_mode),
+                              channels=Retrieval(self.spec.default_channels))
         decision, failure, why, _ = self.decide(req, Role.DEVELOPER, self.router)
         if failure not in (None, RouteReason.NO_CANDIDATES):
             raise MemoryCoreError(ErrorCode.NO_ROUTE_TARGET, failure.value, why, "route")

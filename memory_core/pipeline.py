@@ -92,8 +92,7 @@ def run(comp: Components, request: RetrieveRequest, space_ids: Sequence[str], *,
         vectors = comp.query_adapter.apply(vectors)
     query_vec = vectors[0]
     # query_timestamp moves "now" for the query's relative dates; it removes nothing
-    now = (times.parse_instant(request.query_timestamp, "query_timestamp")
-           if request.query_timestamp else comp.clock())
+    now = request.query_timestamp or comp.clock()
     window = times.text_window(request.query, now) if comp.spec.channels.temporal else None
     failed: dict[str, str] = {}
     filters, filter_traces = _filters(comp, request, space_ids, failed, isolate_failures)

@@ -44,13 +44,15 @@ class KeptEntry:
 class Receipt:
     """What one retrieve kept and cut, and why. Fetched later with ``get_receipt``.
 
-    ``trace`` is the typed stage record (a ``stages`` mapping given here is read with
-    :meth:`Trace.from_dict`); ``stages`` is its wire form, read-only.
+    ``request`` is the parsed request as the retrieve saw it (its wire form:
+    :meth:`RetrieveRequest.to_dict`); ``trace`` is the typed stage record (a ``stages``
+    mapping given here is read with :meth:`Trace.from_dict`); ``stages`` is its wire form,
+    read-only.
     """
 
     receipt_id: str
     created_at: str
-    request: Mapping[str, Any]
+    request: RetrieveRequest
     kept: tuple[KeptEntry, ...]
     dropped: tuple[Drop, ...]
     searched: tuple[SearchedEntry, ...] | None = None
@@ -69,7 +71,7 @@ class Receipt:
         return {
             "schema_version": SCHEMA_VERSION,
             "receipt_id": self.receipt_id, "created_at": self.created_at,
-            "request": dict(self.request), "kept": [k.to_dict() for k in self.kept],
+            "request": self.request.to_dict(), "kept": [k.to_dict() for k in self.kept],
             "dropped": [d.to_dict() for d in self.dropped],
             "searched": None if self.searched is None else [s.to_dict() for s in self.searched],
             "stages": self.trace.to_dict(),
@@ -89,6 +91,7 @@ class Receipt:
                 f"{', '.join(map(str, READABLE_VERSIONS))}", "receipt_id")
         try:
             trace = Trace.from_dict(body.get("stages") or {})
+            request = RetrieveRequest.from_dict(body["request"])
         except (KeyError, TypeError, ValueError, IndexError) as exc:
             raise MemoryCoreError(
                 ErrorCode.STORE_DAMAGED, "receipt_version",
@@ -96,7 +99,7 @@ class Receipt:
                 "receipt_id") from exc
         return cls(
             receipt_id=body["receipt_id"], created_at=body["created_at"],
-            request=frozen_map(body["request"]),
+            request=request,
             kept=tuple(KeptEntry(k["memory_id"], k.get("space_id"), k["rank"], k["score"],
                                  frozen_map(k.get("channel_ranks"))) for k in body["kept"]),
             dropped=tuple(Drop(d["memory_id"], DropReason(d["reason"]), d["stage"], d["score"],
@@ -119,7 +122,7 @@ def build_receipt(receipt_id: str, created_at: str, request: RetrieveRequest,
                   trace: Trace) -> Receipt:
     """The receipt of one retrieve."""
     return Receipt(
-        receipt_id=receipt_id, created_at=created_at, request=frozen_map(request.to_dict()),
+        receipt_id=receipt_id, created_at=created_at, request=request,
         kept=tuple(KeptEntry(c.memory_id, c.space_id, c.rank, c.score, c.channel_ranks)
                    for c in kept),
         dropped=tuple(drops),

@@ -1,33 +1,35 @@
 """Validation at the boundary: a request mapping becomes a frozen :class:`RetrieveRequest`.
 
 Unknown fields, wrong types and out-of-range values are 422 ``validation_error`` naming the
-field; nothing is searched or written for a rejected request. Strings become enums here.
+field; nothing is searched or written for a rejected request. Every value is parsed here, once:
+strings become enums, instants UTC datetimes, ``tag_groups`` its expression tree; what the
+request omits comes from the engine's spec (``limit``, ``mode``, ``channels``) or the
+dataclass's own defaults (:data:`DEFAULTS`), never from a second statement here.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
-from typing import Any
+from enum import Enum
+from typing import Any, TypeVar
 
 from memory_core.config import EngineSpec
 from memory_core.errors import ErrorCode, MemoryCoreError, invalid
 from memory_core.filters.labels import parse_labels
 from memory_core.filters.scope import parse_lens
-from memory_core.filters.tag_groups import check_flat_tags, parse_groups, to_plain
-from memory_core.times import check_order, normalize_instant
-from memory_core.types import (BlockOrder, Include, MemoryType, Mode, Retrieval, RetrieveRequest,
-                               ScopeView)
+from memory_core.filters.tag_groups import check_flat_tags, parse_groups
+from memory_core.times import check_order, parse_instant
+from memory_core.types import MemoryType, Mode, Retrieval, RetrieveRequest
 from memory_core.validate import check_clean, check_mapping, check_text
 
-FIELDS = (
-    "query", "space_id", "route", "limit", "min_score", "mode", "format", "context_max_tokens",
-    "block_order", "expand_query", "prefer_observations", "include_source", "source_max_tokens",
-    "memory_types", "as_of", "query_timestamp", "occurred_after", "occurred_before", "tags",
-    "tags_match", "tag_groups", "user_id", "agent_id", "session_id", "receipt", "max_targets",
-    "fallback_space_id", "principal", "channels", "include", "include_duplicates", "lens",
-    "context_hits", "labels", "scope_view",
-)
+# the request's fields, in order: the one list (HTTP models, CLI and wire names derive from it)
+FIELDS = tuple(f.name for f in dataclasses.fields(RetrieveRequest))
+# what an omitted field is; ``limit``, ``mode`` and ``channels`` come from the EngineSpec
+DEFAULTS: Mapping[str, Any] = {f.name: f.default for f in dataclasses.fields(RetrieveRequest)
+                               if f.default is not dataclasses.MISSING}
+INSTANTS = ("as_of", "query_timestamp", "occurred_after", "occurred_before")
 
 # Request fields whose behaviour has not been built yet: rejected loudly, never ignored.
 NOT_YET: dict[str, str] = {}
@@ -36,10 +38,11 @@ ROUTES = ("auto",)  # the only route there is: the engine's configured router
 ROUTE_ONLY = ("max_targets", "fallback_space_id")  # meaningless on an addressed read
 MAX_TARGETS_CAP = 50
 
-TAGS_MATCH = ("any", "all", "any_strict", "all_strict")
+E = TypeVar("E", bound=Enum)
 
 
-def _bool(body: Mapping[str, Any], name: str, default: bool) -> bool:
+def _bool(body: Mapping[str, Any], name: str) -> bool:
+    default: bool = DEFAULTS[name]
     value = body.get(name, default)
     if value is None:
         return default
@@ -76,14 +79,17 @@ def _str(body: Mapping[str, Any], name: str, max_chars: int | None = None) -> st
     return check_text(value, name, max_chars, limit_name="max_id_chars")
 
 
-def _choice(body: Mapping[str, Any], name: str, default: str, choices: tuple[str, ...]) -> str:
-    value = body.get(name, default)
+def _choice(body: Mapping[str, Any], name: str, default: E) -> E:
+    """The field ``name`` as a member of ``default``'s enum (omitted or null: ``default``)."""
+    value = body.get(name)
     if value is None:
         return default
+    kind = type(default)
+    choices = tuple(m.value for m in kind)
     if not isinstance(value, str) or value not in choices:
         raise invalid("invalid_choice", f"{name} must be one of {', '.join(choices)}; "
                       f"got {value!r}", name)
-    return value
+    return kind(value)
 
 
 def check_target(space_id: str | None, route: Any) -> None:
@@ -144,7 +150,7 @@ def parse_request(body: Mapping[str, Any], spec: EngineSpec = EngineSpec(),
             raise invalid("wrong_type", "min_score must be a finite number", "min_score")
         min_score = float(min_score)
 
-    mode = Mode(_choice(body, "mode", spec.default_mode, tuple(m.value for m in Mode)))
+    mode = _choice(body, "mode", Mode(spec.default_mode))
     if mode not in available_modes and body.get("mode") is None and Mode.FAST in available_modes:
         mode = Mode.FAST  # the configured default cannot be served: recorded by the engine
     if mode not in available_modes:
@@ -165,18 +171,18 @@ def parse_request(body: Mapping[str, Any], spec: EngineSpec = EngineSpec(),
                           "'fact' / 'observation'", "memory_types")
         memory_types = tuple(MemoryType(t) for t in dict.fromkeys(memory_types))
 
-    # time: canonical instants; an inverted event window is 422 before any search
-    instants = {name: None if body.get(name) is None else normalize_instant(body[name], name)
-                for name in ("as_of", "query_timestamp", "occurred_after", "occurred_before")}
+    # time: UTC datetimes; an inverted event window is 422 before any search
+    instants = {name: None if body.get(name) is None else parse_instant(body[name], name)
+                for name in INSTANTS}
     check_order(instants["occurred_after"], instants["occurred_before"], "occurred_after",
                 "occurred_before")
 
     # tags: limits are 422 naming the limit; reserved tags are 422 reserved_tag
-    tags_match = _choice(body, "tags_match", "any", TAGS_MATCH)
+    tags_match = _choice(body, "tags_match", DEFAULTS["tags_match"])
     tags = None if body.get("tags") is None else check_flat_tags(
         body["tags"], spec.tags, spec.reserved_tag_prefix)
-    tag_groups = None if body.get("tag_groups") is None else tuple(to_plain(parse_groups(
-        body["tag_groups"], spec.tags, spec.reserved_tag_prefix)))
+    tag_groups = None if body.get("tag_groups") is None else parse_groups(
+        body["tag_groups"], spec.tags, spec.reserved_tag_prefix)
 
     check_clean(body, "request")  # no lone surrogate or NUL anywhere (tags, lens, ...)
     return RetrieveRequest(
@@ -190,11 +196,10 @@ def parse_request(body: Mapping[str, Any], spec: EngineSpec = EngineSpec(),
         mode=mode,
         format=fmt,
         context_max_tokens=_int(body, "context_max_tokens", None, 1, None),
-        block_order=BlockOrder(_choice(body, "block_order", "relevance",
-                                       tuple(b.value for b in BlockOrder))),
-        expand_query=_bool(body, "expand_query", False),
-        prefer_observations=_bool(body, "prefer_observations", True),
-        include_source=_bool(body, "include_source", False),
+        block_order=_choice(body, "block_order", DEFAULTS["block_order"]),
+        expand_query=_bool(body, "expand_query"),
+        prefer_observations=_bool(body, "prefer_observations"),
+        include_source=_bool(body, "include_source"),
         source_max_tokens=_int(body, "source_max_tokens", None, 1, None),
         memory_types=memory_types,
         as_of=instants["as_of"],
@@ -207,17 +212,14 @@ def parse_request(body: Mapping[str, Any], spec: EngineSpec = EngineSpec(),
         user_id=_str(body, "user_id", ids),
         agent_id=_str(body, "agent_id", ids),
         session_id=_str(body, "session_id", ids),
-        receipt=_bool(body, "receipt", False),
+        receipt=_bool(body, "receipt"),
         principal=_str(body, "principal", ids),
-        channels=Retrieval(_choice(body, "channels", spec.default_channels,
-                                   tuple(r.value for r in Retrieval))),
-        include=Include(_choice(body, "include", Include.BOTH.value,
-                                tuple(i.value for i in Include))),
-        include_duplicates=_bool(body, "include_duplicates", False),
+        channels=_choice(body, "channels", Retrieval(spec.default_channels)),
+        include=_choice(body, "include", DEFAULTS["include"]),
+        include_duplicates=_bool(body, "include_duplicates"),
         lens=None if body.get("lens") is None else parse_lens(body["lens"]),
-        context_hits=_bool(body, "context_hits", False),
+        context_hits=_bool(body, "context_hits"),
         labels=None if body.get("labels") is None else parse_labels(
             body["labels"], spec.tags.max_flat_tags),
-        scope_view=ScopeView(_choice(body, "scope_view", ScopeView.STRICT.value,
-                                     tuple(v.value for v in ScopeView))),
+        scope_view=_choice(body, "scope_view", DEFAULTS["scope_view"]),
     )

@@ -78,7 +78,7 @@ class ReadPath:
         if entry is not None:
             receipt = dataclasses.replace(
                 entry.trace, receipt_id=trace_id, created_at=now,
-                request=frozen_map(req.to_dict()),
+                request=req,
                 trace=pipeline.cached(entry.trace.trace, entry.trace.receipt_id))
             self.record(receipt, req.receipt)
             return dataclasses.replace(

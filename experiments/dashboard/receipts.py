@@ -37,7 +37,7 @@ from experiments.readers import metric_names, run_restates
 from memory_core import MemoryEngine
 from memory_core.context import estimate_tokens, render_block
 from memory_core.receipts import Receipt
-from memory_core.types import BlockOrder, DropReason, Memory, Result
+from memory_core.types import DropReason, Memory, Result
 
 DROP_ORDER = tuple(r.value for r in DropReason)
 """The order drop groups are shown in: the pipeline's own order, then any reason added later
@@ -101,9 +101,8 @@ def receipts_table(engine: MemoryEngine, limit: int = 500) -> pl.DataFrame:
     for r in engine.list_receipts(limit=limit):
         req = r.request
         rows.append({"receipt_id": r.receipt_id, "created_at": r.created_at,
-                     "query": req.get("query"),
-                     "target": req.get("space_id") or (f"route={req.get('route')}"
-                                                        if req.get("route") else None),
+                     "query": req.query,
+                     "target": req.space_id or (f"route={req.route}" if req.route else None),
                      "kept": len(r.kept), "dropped": len(r.dropped)})
     schema = {"receipt_id": pl.String, "created_at": pl.String, "query": pl.String,
               "target": pl.String, "kept": pl.Int64, "dropped": pl.Int64}
@@ -195,7 +194,7 @@ def receipt_view(engine: MemoryEngine, receipt_id: str,
 
 def request_fields(receipt: Receipt) -> dict[str, Any]:
     """The request's fields that carry a value (None / False / empty left out)."""
-    return {k: v for k, v in _plain(receipt.request).items() if v not in (None, False, [], {})}
+    return {k: v for k, v in receipt.request.to_dict().items() if v not in (None, False, [], {})}
 
 
 def searched_table(receipt: Receipt) -> pl.DataFrame | None:
@@ -288,7 +287,7 @@ def rendered_block(engine: MemoryEngine, receipt: Receipt,
     after the token budget, so for a ``format="block"`` request this is the block returned."""
     memories = memories if memories is not None else _memories(
         engine, [k.memory_id for k in receipt.kept])
-    order = BlockOrder(receipt.request.get("block_order") or BlockOrder.RELEVANCE.value)
+    order = receipt.request.block_order
     results = [result_of(memories[k.memory_id], k.score) for k in receipt.kept
                if k.memory_id in memories]
     block = render_block(results, order)

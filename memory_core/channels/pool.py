@@ -23,7 +23,7 @@ from memory_core.errors import MemoryCoreError
 from memory_core.fusion import fuse, terms_of
 from memory_core.fusion.boost import boosted
 from memory_core.store import SqlFilter, rowid_of
-from memory_core.trace import CandidateLists, ChannelCounts, trace_rows
+from memory_core.trace import CandidateLists, ChannelCounts, RecencyTerm, trace_rows
 from memory_core.types import Candidate, Channel, RetrieveRequest, frozen_map
 
 log = logging.getLogger(__name__)
@@ -252,11 +252,11 @@ def pool(comp: SearchParts, request: RetrieveRequest, space_ids: Sequence[str], 
 
 
 def _gaps(rows: CandidateLists) -> dict[str, float]:
-    return {m: t["gap_days"] for m, t in rows.recency.items()}
+    return {m: t.gap_days for m, t in rows.recency.items()}
 
 
 def recency_terms(lists: Sequence[Sequence[Candidate]], gaps: dict[str, float],
-                  fusion: FusionSpec, shown: set[str]) -> Mapping[str, Mapping[str, float]]:
+                  fusion: FusionSpec, shown: set[str]) -> Mapping[str, RecencyTerm]:
     """For the traced fused rows the recency list holds: the days between ``query_timestamp``
     and the memory's event window (``gap_days``), its ``proximity`` and the ``term`` the
     recency list added to its fused score (what the receipt's ``recency`` stage shows)."""
@@ -264,6 +264,6 @@ def recency_terms(lists: Sequence[Sequence[Candidate]], gaps: dict[str, float],
     if rec is None:
         return frozen_map(None)
     added = terms_of(rec, fusion)
-    return frozen_map({c.memory_id: frozen_map({
-        "gap_days": round(gaps[c.memory_id], 3), "proximity": round(float(c.score), 6),
-        "term": round(added[c.memory_id], 6)}) for c in rec if c.memory_id in shown})
+    return frozen_map({c.memory_id: RecencyTerm(
+        round(gaps[c.memory_id], 3), round(float(c.score), 6), round(added[c.memory_id], 6))
+        for c in rec if c.memory_id in shown})

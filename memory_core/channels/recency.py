@@ -98,9 +98,8 @@ class RecencyChannel:
             return ChannelResult.nothing(self.name)
         ch = ctx.settings
         gaps: dict[str, float] = {}
-        found = rank(ctx.parts.store, ctx.fused, parse_instant(
-            ctx.request.query_timestamp, "query_timestamp"), ch.recency_half_life_days,
-            ch.recency_pool, gaps)
+        found = rank(ctx.parts.store, ctx.fused, ctx.request.query_timestamp,
+                     ch.recency_half_life_days, ch.recency_pool, gaps)
         return ChannelResult(self.name, tuple(found), gaps=gaps)
 
 

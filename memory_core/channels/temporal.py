@@ -30,8 +30,7 @@ from memory_core.types import Candidate, Channel, new_candidate
 
 def window_filter(window: Window) -> SqlFilter:
     """The event-overlap predicate of a query window."""
-    start, end = window.as_text()
-    return event_overlap(start, end)
+    return event_overlap(window.start, window.end)
 
 
 def search(dense: VectorIndex, space_id: str, query_vec: np.ndarray, flt: SqlFilter,

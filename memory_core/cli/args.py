@@ -14,11 +14,13 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from memory_core.request import ROUTES, TAGS_MATCH
+from memory_core.config import EngineSpec
+from memory_core.request import DEFAULTS, FIELDS, ROUTES
 from memory_core.service import cli as service_cli
-from memory_core.types import BlockOrder, Include, Mode, Retrieval, ScopeView
+from memory_core.types import BlockOrder, Include, Match, Mode, Retrieval, ScopeView
 
 PROG = "memory-core"
+ENGINE = EngineSpec()  # the defaults the help text names
 # --include facts,passages -> include="both"
 INCLUDE_PARTS = (Include.FACTS.value, Include.PASSAGES.value)
 # -- argument types (a bad value is an argparse error: exit 2, nothing opened) -----------------
@@ -81,7 +83,8 @@ def _selection() -> argparse.ArgumentParser:
     target = p.add_mutually_exclusive_group()
     target.add_argument("--space", dest="space_id", metavar="ID", help="read this space")
     target.add_argument("--route", choices=ROUTES, help="let the router pick the spaces")
-    p.add_argument("--limit", type=int, help="results, 1-50 (default 10)")
+    p.add_argument("--limit", type=int, help=f"results, 1-{ENGINE.max_limit} (default "
+                   f"{ENGINE.default_limit})")
     p.add_argument("--mode", dest="modes", action="append", choices=MODE_CHOICES,
                    metavar="|".join(MODE_CHOICES),
                    help="scoring (accurate: cross-encoder rerank; fast: no model, positional "
@@ -108,7 +111,8 @@ def _selection() -> argparse.ArgumentParser:
     p.add_argument("--scope-view", choices=[v.value for v in ScopeView],
                    help="seed 004 scope view (every view resolves like strict)")
     p.add_argument("--tags", type=_csv, metavar="a,b", help="flat tag filter")
-    p.add_argument("--tags-match", choices=TAGS_MATCH, help="how --tags match (default any)")
+    p.add_argument("--tags-match", choices=[m.value for m in Match],
+                   help=f"how --tags match (default {DEFAULTS['tags_match'].value})")
     p.add_argument("--user-id", metavar="ID")
     p.add_argument("--agent-id", metavar="ID")
     p.add_argument("--session-id", metavar="ID", help="strict scope filter; for "
@@ -125,15 +129,13 @@ def _selection() -> argparse.ArgumentParser:
     return p
 
 
-# argparse dest -> request field, for the selection flags (dest equals the field otherwise)
-SELECTION_FIELDS = (
-    "query", "space_id", "route", "limit", "mode", "channels", "include", "include_duplicates",
-    "min_score", "as_of", "query_timestamp", "occurred_after", "occurred_before", "tags",
-    "tags_match", "user_id", "agent_id", "session_id", "lens", "principal", "expand_query",
-    "max_targets", "fallback_space_id", "labels", "scope_view",
-)
 # --mode takes either family: scoring modes and retrieval channels (disjoint value sets)
 MODE_CHOICES = (*(m.value for m in Mode), *(r.value for r in Retrieval))
+
+
+# the request fields the selection flags set: every flag's dest that is a request field, in
+# the request's own order (``--mode`` is split into ``mode`` / ``channels`` by split_modes)
+SELECTION_FIELDS = tuple(f for f in FIELDS if f in {a.dest for a in _selection()._actions})
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -22,38 +22,41 @@ ranking, and removes nothing.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 from memory_core.config import EngineSpec
 from memory_core.filters import fuzzy
 from memory_core.filters.labels import labels_filter
 from memory_core.filters.scope import lens_filter, memory_type_filter, scope_only_filter
-from memory_core.filters.tag_groups import (Match, Resolve, compile_groups, leaves,
-                                            parse_groups, tags_sql)
+from memory_core.filters.tag_groups import compile_groups, tags_sql
 from memory_core.store import SqlFilter, Store
+from memory_core.times import format_instant
 from memory_core.types import RetrieveRequest
+from memory_core.types.tags import Resolve, leaves
 
 EVENT_START = "COALESCE(m.occurred_start, m.timestamp)"
 EVENT_END = "COALESCE(m.occurred_end, m.occurred_start, m.timestamp)"
 
 
-def event_overlap(after: str | None, before: str | None) -> SqlFilter:
+def event_overlap(after: datetime | None, before: datetime | None) -> SqlFilter:
     """Memories whose event window (fallback: timestamp) overlaps ``[after, before]``
-    (either bound may be open). Bounds are canonical instants."""
+    (either bound may be open), compared in the stored instant form."""
     clauses: list[str] = []
     params: list[Any] = []
     if after is not None:
         clauses.append(f"{EVENT_END} >= ?")
-        params.append(after)
+        params.append(format_instant(after))
     if before is not None:
         clauses.append(f"{EVENT_START} <= ?")
-        params.append(before)
+        params.append(format_instant(before))
     return SqlFilter(" AND ".join(clauses), tuple(params)) if clauses else SqlFilter()
 
 
-def as_of_filter(as_of: str | None) -> SqlFilter:
+def as_of_filter(as_of: datetime | None) -> SqlFilter:
     """Memories recorded at or before ``as_of`` (the store as it was then)."""
-    return SqlFilter() if as_of is None else SqlFilter("m.recorded_at <= ?", (as_of,))
+    return SqlFilter() if as_of is None else SqlFilter("m.recorded_at <= ?",
+                                                       (format_instant(as_of),))
 
 
 class FuzzyResolver:
@@ -94,9 +97,9 @@ def compile_filter(request: RetrieveRequest, store: Store, space_id: str, spec: 
     visible = scope_only_filter(request).and_(lens_filter(request.lens))
     flt = visible.and_(memory_type_filter(request))
     if request.tags:
-        flt = flt.and_(tags_sql(request.tags, Match(request.tags_match)))
+        flt = flt.and_(tags_sql(request.tags, request.tags_match))
     if request.tag_groups:
-        nodes = parse_groups(list(request.tag_groups), spec.tags, spec.reserved_tag_prefix)
+        nodes = request.tag_groups
         resolver = None
         if any(leaf.resolve is Resolve.FUZZY for leaf in leaves(nodes)):
             resolver = FuzzyResolver(store, space_id, spec, visible)

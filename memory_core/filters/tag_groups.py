@@ -31,6 +31,7 @@ message name the rule):
 
 Example:
     >>> from memory_core.config import TagFilterSpec
+    >>> from memory_core.types.tags import to_plain
     >>> nodes = parse_groups([{"or": [{"tags": ["team:a"]}, {"tags": ["team:b"],
     ...                                 "match": "any"}]}], TagFilterSpec(), "anona:")
     >>> to_plain(nodes)[0]["or"][0]
@@ -41,7 +42,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
@@ -49,51 +49,9 @@ from memory_core import validate
 from memory_core.config import TagFilterSpec
 from memory_core.errors import invalid
 from memory_core.store import SqlFilter
+from memory_core.types.tags import And, Leaf, Match, Node, Not, Or, Resolve
 
 
-class Match(str, Enum):
-    ANY = "any"
-    ALL = "all"
-    ANY_STRICT = "any_strict"
-    ALL_STRICT = "all_strict"
-
-    @property
-    def strict(self) -> bool:
-        return self in (Match.ANY_STRICT, Match.ALL_STRICT)
-
-    @property
-    def needs_all(self) -> bool:
-        return self in (Match.ALL, Match.ALL_STRICT)
-
-
-class Resolve(str, Enum):
-    EXACT = "exact"
-    FUZZY = "fuzzy"
-
-
-@dataclass(frozen=True)
-class Leaf:
-    tags: tuple[str, ...]
-    match: Match = Match.ANY_STRICT
-    resolve: Resolve = Resolve.EXACT
-
-
-@dataclass(frozen=True)
-class And:
-    children: tuple[Node, ...]
-
-
-@dataclass(frozen=True)
-class Or:
-    children: tuple[Node, ...]
-
-
-@dataclass(frozen=True)
-class Not:
-    child: Node
-
-
-Node = Leaf | And | Or | Not
 Resolver = Callable[[Sequence[str]], tuple[str, ...]]
 
 FIELD = "tag_groups"
@@ -216,29 +174,6 @@ def parse_groups(value: Any, spec: TagFilterSpec, prefix: str) -> tuple[Node, ..
         raise invalid("empty_group", "tag_groups must be a non-empty list", FIELD)
     parser = _Parser(spec, prefix)
     return tuple(parser.node(g, f"tag_groups[{i}]", 1, False) for i, g in enumerate(value))
-
-
-def to_plain(nodes: Sequence[Node]) -> list[dict[str, Any]]:
-    """The normalised JSON form (defaults filled in); ``parse_groups`` reads it back."""
-    def one(n: Node) -> dict[str, Any]:
-        if isinstance(n, Leaf):
-            return {"tags": list(n.tags), "match": n.match.value, "resolve": n.resolve.value}
-        if isinstance(n, Not):
-            return {"not": one(n.child)}
-        return {"and" if isinstance(n, And) else "or": [one(c) for c in n.children]}
-    return [one(n) for n in nodes]
-
-
-def leaves(nodes: Sequence[Node]) -> list[Leaf]:
-    out: list[Leaf] = []
-    for n in nodes:
-        if isinstance(n, Leaf):
-            out.append(n)
-        elif isinstance(n, Not):
-            out.extend(leaves([n.child]))
-        else:
-            out.extend(leaves(n.children))
-    return out
 
 
 # -- SQL ----------------------------------------------------------------------------------------

@@ -26,11 +26,11 @@ from memory_core.access import ROLES, SPACE_ID
 from memory_core.config import EngineSpec
 from memory_core.filters.scope import (MAX_CLAUSE_PATHS, MAX_LENS_CLAUSES, MAX_PATH_CHARS,
                                        MAX_WRITE_SCOPES, SCOPE_PATH)
-from memory_core.filters.tag_groups import Match, Resolve
-from memory_core.request import FIELDS, MAX_TARGETS_CAP, ROUTE_ONLY, ROUTES, TAGS_MATCH
+from memory_core.request import FIELDS, MAX_TARGETS_CAP, ROUTE_ONLY, ROUTES
 from memory_core.service.wire import K_MIN, agent_fields
 from memory_core.times import MAX_INSTANT_CHARS
-from memory_core.types import BlockOrder, Include, MemoryType, Mode, Retrieval, ScopeView
+from memory_core.types import (BlockOrder, Include, Match, MemoryType, Mode, Resolve,
+                               Retrieval, ScopeView)
 from memory_core.validate import MAX_TAG_CHARS
 from memory_core.write import MAX_WRITE_TAGS, WRITE_FIELDS
 
@@ -241,7 +241,7 @@ def field_types(spec: EngineSpec, modes: Collection[Mode]) -> dict[str, tuple[An
         "occurred_after": _optional(when),
         "occurred_before": _optional(when),
         "tags": _optional(array(tag(prefix), 1, spec.tags.max_flat_tags), list[str]),
-        "tags_match": _optional(choice(TAGS_MATCH)),
+        "tags_match": _optional(choice(Match)),
         "tag_groups": _optional(array(ref("TagGroup1"), 1), list[dict[str, Any]],
                                 "boolean tag expressions, AND-ed"),
         "user_id": _optional(ids),
@@ -351,7 +351,8 @@ def request_models(spec: EngineSpec = EngineSpec(), modes: Collection[Mode] = tu
 
     def agent_type(engine: str) -> tuple[Any, Any]:
         if engine == "limit":
-            return _optional(integer(K_MIN), int, "results (default 10; above 50: 50)")
+            return _optional(integer(K_MIN), int, f"results (default {spec.default_limit}; "
+                             f"above {spec.max_limit}: {spec.max_limit})")
         return types[engine]
 
     def agent_model(name: str, doc: str, leave_out: tuple[str, ...] = ()) -> type[BaseModel]:

@@ -39,7 +39,7 @@ def router(svc: Service, principal: Callable[..., Any]) -> APIRouter:
                            fixed: Mapping[str, Any] | None = None) -> dict[str, Any]:
         # no ``principal`` field here: the key decides (agent_body refuses the name); its
         # errors already name the camelCase field
-        body = wire.agent_body(await svc.body(request), fixed)
+        body = wire.agent_body(await svc.body(request), fixed, eng.spec)
         return {**body, "space_id": context_id, "principal": p}
 
     async def call(fn: Callable[..., RetrieveResponse], *args: Any) -> RetrieveResponse:

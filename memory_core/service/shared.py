@@ -22,6 +22,7 @@ from memory_core.service import models
 from memory_core.service.access import read_json
 from memory_core.service.errors import ServiceCode, ServiceError
 from memory_core.service.keys import KeyStore
+from memory_core.types import RetrieveRequest
 
 T = TypeVar("T")
 MAX_BODY_BYTES = 1_048_576  # 1 MiB: a write batch of a few thousand short memories
@@ -78,9 +79,9 @@ class Service:
                                f"principal {principal!r} is a {role} of space {space_id!r}; "
                                "writing needs developer or owner")
 
-    def may_see_receipt(self, receipt_request: Any, principal: str) -> bool:
+    def may_see_receipt(self, receipt_request: RetrieveRequest, principal: str) -> bool:
         """A trace belongs to the principal whose request made it (none: the store's owner)."""
-        who = receipt_request.get("principal") or self.engine.spec.owner
+        who = receipt_request.principal or self.engine.spec.owner
         return who == principal
 
     def own_receipt(self, receipt_id: str, principal: str, what: str,
@@ -95,7 +96,7 @@ class Service:
                 raise
             found = None
         if found is not None and space_id is not None:
-            spaces = {found.request.get("space_id")} | {
+            spaces = {found.request.space_id} | {
                 s.space_id for s in (found.searched or ())}
             found = found if space_id in spaces else None
         if found is None or not self.may_see_receipt(found.request, principal):

@@ -2,9 +2,10 @@
 
 The request names are derived from :data:`memory_core.request.FIELDS`, so a field the engine
 gains is accepted here under its camelCase name without an edit; ``k`` stands for ``limit``
-(default 10, values above 50 capped to 50, as seed 004 does). The target comes from the path
-(``context_id`` is a space id), so ``space_id``, ``route``, routing-only fields and ``principal``
-(the API key decides it) are not body fields.
+(default the engine's ``default_limit``, values above its ``max_limit`` capped to it, not
+refused, as seed 004 does with its 10 and 50, the engine's defaults too). The target comes
+from the path (``context_id`` is a space id), so ``space_id``, ``route``, routing-only fields
+and ``principal`` (the API key decides it) are not body fields.
 
     >>> to_camel("include_duplicates")
     'includeDuplicates'
@@ -18,13 +19,12 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from memory_core.config import EngineSpec
 from memory_core.errors import MemoryCoreError, invalid
 from memory_core.request import FIELDS, as_integer
 from memory_core.receipts import Receipt
 from memory_core.types import ContextHit, RetrieveResponse
 
-K_DEFAULT = 10   # seed 004: k defaults to 10
-K_CAP = 50       # seed 004: k above 50 is capped, not refused
 K_MIN = 1
 # engine fields the agent API sets itself (path, key) or does not offer (routing)
 NOT_IN_AGENT_BODY = ("space_id", "route", "principal", "limit", "max_targets",
@@ -49,13 +49,15 @@ def camel_keys(body: Mapping[str, Any]) -> dict[str, Any]:
     return {to_camel(k): v for k, v in body.items()}
 
 
-def agent_body(body: Any, fixed: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def agent_body(body: Any, fixed: Mapping[str, Any] | None = None,
+               spec: EngineSpec = EngineSpec()) -> dict[str, Any]:
     """An agent-API request body as an engine request (the target is added by the caller).
 
     ``fixed``: engine fields the route sets (``include`` for ``documents/query``); giving one
     of them in the body is 422 ``unknown_field``. Unknown names are 422 ``unknown_field`` naming
     the camelCase field; ``k`` is an integer of at least :data:`K_MIN` (422 ``wrong_type`` /
-    ``out_of_range`` naming ``k``), capped at :data:`K_CAP`.
+    ``out_of_range`` naming ``k``); omitted, it is ``spec.default_limit``; above
+    ``spec.max_limit`` it is capped there.
     """
     if not isinstance(body, Mapping):
         raise invalid("wrong_type", "a request must be a JSON object of fields")
@@ -72,9 +74,9 @@ def agent_body(body: Any, fixed: Mapping[str, Any] | None = None) -> dict[str, A
         if isinstance(k, bool) or not isinstance(k, int):
             raise invalid("wrong_type", f"k must be an integer, got {type(k).__name__}", "k")
         if k < K_MIN:
-            raise invalid("out_of_range", f"k must be >= {K_MIN} (above {K_CAP}: {K_CAP}), "
-                          f"got {k}", "k")
-    out["limit"] = K_DEFAULT if k is None else min(k, K_CAP)
+            raise invalid("out_of_range", f"k must be >= {K_MIN} (above {spec.max_limit}: "
+                          f"{spec.max_limit}), got {k}", "k")
+    out["limit"] = spec.default_limit if k is None else min(k, spec.max_limit)
     out.update(fixed)
     return out
 

@@ -40,6 +40,7 @@ from dateutil.relativedelta import relativedelta
 
 from memory_core.times.date_read import read_absolute
 from memory_core.errors import invalid
+from memory_core.types import stored_instant
 
 Clock = Callable[[], datetime]
 
@@ -89,15 +90,13 @@ def parse_instant(value: object, field: str) -> datetime:
 
 def format_instant(dt: datetime) -> str:
     """The one stored form: ``YYYY-MM-DDTHH:MM:SS.ffffffZ``, the year always four digits, so
-    text order is time order (``strftime("%Y")`` writes year 999 as ``999``).
+    text order is time order (:func:`memory_core.types.stored_instant`).
 
     Example:
         >>> format_instant(datetime(999, 1, 2, tzinfo=UTC))
         '0999-01-02T00:00:00.000000Z'
     """
-    u = dt.astimezone(UTC)
-    return (f"{u.year:04d}-{u.month:02d}-{u.day:02d}T{u.hour:02d}:{u.minute:02d}:"
-            f"{u.second:02d}.{u.microsecond:06d}Z")
+    return stored_instant(dt)
 
 
 def normalize_instant(value: object, field: str) -> str:
@@ -386,9 +385,9 @@ def event_window(text: str, timestamp: str) -> tuple[str | None, str | None]:
     return (None, None) if window is None else window.as_text()
 
 
-def check_order(after: str | None, before: str | None, after_field: str,
+def check_order(after: datetime | None, before: datetime | None, after_field: str,
                 before_field: str) -> None:
-    """422 when a window's lower bound is later than its upper bound (canonical instants)."""
+    """422 when a window's lower bound is later than its upper bound."""
     if after is not None and before is not None and after > before:
-        raise invalid("inverted_window", f"{after_field} ({after}) is later than "
-                      f"{before_field} ({before})", after_field)
+        raise invalid("inverted_window", f"{after_field} ({format_instant(after)}) is later "
+                      f"than {before_field} ({format_instant(before)})", after_field)

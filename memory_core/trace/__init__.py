@@ -25,16 +25,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memory_core.trace.routing import RoutingTrace, SubjectRoute, plain
-from memory_core.trace.records import (CandidateLists, ChannelCounts, ContextHitsTrace,
-                                       DedupTrace, EscalationTrace, ExpansionTrace,
-                                       FallbackTrace, FilterTrace,
+from memory_core.trace.candidates import (CandidateLists, ChannelCounts, RecencyTerm, TraceRow,
+                                          frozen, per_space, space_dicts, trace_rows)
+from memory_core.trace.records import (ContextHitsTrace, DedupTrace, EscalationTrace,
+                                       ExpansionTrace, FallbackTrace, FilterTrace,
                                        RecentTurnsTrace, RerankRow, RerankTrace,
-                                       SubjectContribution, TimeTrace, TraceRow, space_dicts,
-                                       frozen, per_space, trace_rows)
+                                       SubjectContribution, TimeTrace)
 from memory_core.types import Mode, Retrieval, Tier, frozen_map
 
 __all__ = ["CandidateLists", "ChannelCounts", "ContextHitsTrace", "DedupTrace", "EscalationTrace",
-           "ExpansionTrace", "FallbackTrace", "FilterTrace", "RecentTurnsTrace", "RerankRow",
+           "ExpansionTrace", "FallbackTrace", "FilterTrace", "RecencyTerm", "RecentTurnsTrace",
+           "RerankRow",
            "RerankTrace", "RoutingTrace", "SubjectContribution", "SubjectRoute", "TimeTrace",
            "Trace", "TraceRow", "trace_rows"]
 
@@ -54,12 +55,14 @@ class Trace:
     channels: Mapping[str, ChannelCounts] = field(default_factory=lambda: frozen_map(None))
     candidates: Mapping[str, CandidateLists] = field(default_factory=lambda: frozen_map(None))
     # space -> memory id -> {boost term: what it added to that traced fused row}
-    boosts: Mapping[str, Mapping[str, Any]] = field(default_factory=lambda: frozen_map(None))
+    boosts: Mapping[str, Mapping[str, Mapping[str, float]]] = field(
+        default_factory=lambda: frozen_map(None))
     # space -> memory id -> {channel: the score completion gave that traced fused row}
-    completed: Mapping[str, Mapping[str, Any]] = field(default_factory=lambda: frozen_map(None))
-    # space -> memory id -> {gap_days, proximity, term}: what query_timestamp's recency list
-    # added to that traced fused row
-    recency: Mapping[str, Mapping[str, Any]] = field(default_factory=lambda: frozen_map(None))
+    completed: Mapping[str, Mapping[str, Mapping[str, float]]] = field(
+        default_factory=lambda: frozen_map(None))
+    # space -> memory id -> what query_timestamp's recency list added to that traced fused row
+    recency: Mapping[str, Mapping[str, RecencyTerm]] = field(
+        default_factory=lambda: frozen_map(None))
     failed_spaces: Mapping[str, str] = field(default_factory=lambda: frozen_map(None))
     tier: Tier | None = None
     escalation: EscalationTrace | None = None
@@ -85,6 +88,8 @@ class Trace:
                 continue
             if name in _PER_SPACE:
                 value = space_dicts(value)
+            elif name == "recency":
+                value = {s: space_dicts(v) for s, v in value.items()}
             elif hasattr(value, "to_dict"):
                 value = value.to_dict()
             elif hasattr(value, "value"):
@@ -116,7 +121,7 @@ class Trace:
                            for s, v in (get("boosts") or {}).items()}),
             completed=frozen({s: frozen({m: frozen(t) for m, t in v.items()})
                               for s, v in (get("completed") or {}).items()}),
-            recency=frozen({s: frozen({m: frozen(t) for m, t in v.items()})
+            recency=frozen({s: frozen({m: RecencyTerm.from_dict(t) for m, t in v.items()})
                             for s, v in (get("recency") or {}).items()}),
             failed_spaces=frozen(get("failed_spaces")),
             tier=None if get("tier") is None else Tier(b["tier"]),

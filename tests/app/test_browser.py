@@ -89,7 +89,7 @@ def test_receipt_page_in_chromium(server, browser, tiny_outputs, tmp_path):
                                       "receipt": receipt.receipt_id})
     page = browser.new_page()
     page.goto(link, wait_until="domcontentloaded")
-    expect(page.get_by_role("heading", name=receipt.request["query"])).to_be_visible(
+    expect(page.get_by_role("heading", name=receipt.request.query)).to_be_visible(
         timeout=90_000)
     expect(page.get_by_text(f"Candidates ({n_rows}: kept {len(receipt.kept)}, dropped "
                             f"{len(receipt.dropped)})")).to_be_visible()

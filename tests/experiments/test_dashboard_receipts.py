@@ -95,7 +95,7 @@ def test_receipt_view_joins_memories_and_groups_drops(store):
     assert {"rank_dense", "rank_keyword", "fused_rank", "returned"} <= set(cands.columns)
     returned = cands.filter(pl.col("returned"))["memory_id"].to_list()
     assert returned == [k.memory_id for k in receipt.kept]
-    fused = receipt.stages["candidates"][receipt.request["space_id"]]["fused"]
+    fused = receipt.stages["candidates"][receipt.request.space_id]["fused"]
     assert cands["fused_rank"].drop_nulls().to_list() == [r for _, _, r in fused]
     with pytest.raises(MemoryCoreError) as err:
         receipts.receipt_view(eng, "rcpt_missing")

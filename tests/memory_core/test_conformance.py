@@ -369,7 +369,7 @@ def test_scope_view_every_view_resolves_like_strict(chat):
     for view in ("strict", "crossTeam", "merged"):
         resp = chat.retrieve(q, scope_view=view)
         assert [r.memory_id for r in resp.results] == strict
-        assert chat.get_receipt(resp.trace_id).request["scope_view"] == view
+        assert chat.get_receipt(resp.trace_id).request.scope_view.value == view
     with pytest.raises(MemoryCoreError) as err:
         chat.retrieve(q, scope_view="crossteam")
     assert (err.value.status, err.value.field) == (422, "scope_view")

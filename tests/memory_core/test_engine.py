@@ -48,7 +48,7 @@ def test_limit_and_receipt_record_drops(filled):
     assert [k.memory_id for k in rc.kept] == [resp.results[0].memory_id]
     assert rc.dropped and all(d.reason is DropReason.LIMIT for d in rc.dropped)
     assert {d.rank for d in rc.dropped} == set(range(2, len(rc.dropped) + 2))
-    assert rc.request["query"] == "billing invoices Stripe report"
+    assert rc.request.query == "billing invoices Stripe report"
 
 
 def test_min_score_is_a_switch_in_fast_mode(filled):

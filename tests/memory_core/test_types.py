@@ -1,4 +1,4 @@
-"""The records that flow through the engine (``memory_core/types.py``)."""
+"""The records that flow through the engine (``memory_core/types/``)."""
 
 from __future__ import annotations
 

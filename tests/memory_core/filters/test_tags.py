@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from memory_core import MemoryCoreError, MemoryEngine
 from memory_core.config import ChannelsSpec, EngineSpec, TagFilterSpec
 from memory_core.filters.compile import compile_filter
-from memory_core.filters.tag_groups import parse_groups, to_plain
+from memory_core.filters.tag_groups import parse_groups
+from memory_core.types.tags import to_plain
 from memory_core.request import parse_request
 from memory_core.types import DropReason
 
@@ -236,7 +237,7 @@ def test_normalised_groups_round_trip_and_reach_the_receipt(tagged):
     plain = to_plain(nodes)
     assert parse_groups(plain, TagFilterSpec(), "anona:") == nodes
     resp = eng.retrieve(query="coffee", space_id="s", tag_groups=groups, receipt=True)
-    assert eng.get_receipt(resp.receipt_id).request["tag_groups"] == plain
+    assert eng.get_receipt(resp.receipt_id).request.to_dict()["tag_groups"] == plain
 
 
 # -- compiled SQL == the stated semantics, on every subset of tags ---------------------------------

@@ -192,7 +192,7 @@ def test_records_read_back_from_their_wire_form():
 
 
 def test_trace_rows_are_the_named_rows_of_the_list_head():
-    from memory_core.trace.records import TraceRow, trace_rows
+    from memory_core.trace.candidates import TraceRow, trace_rows
     from memory_core.types import Candidate, Channel
 
     cands = [Candidate(f"mem_{i}", 1 / (i + 3), i + 1, Channel.DENSE) for i in range(7)]

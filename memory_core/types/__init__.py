@@ -12,6 +12,16 @@ from enum import Enum
 from types import MappingProxyType
 from typing import Any
 
+from memory_core.types.choices import (BlockOrder, Channel, DropReason, Include, MemoryType,
+                                       Mode, Retrieval, ScopeView, Tier)
+from memory_core.types.request import RetrieveRequest, stored_instant
+from memory_core.types.tags import Match, Resolve
+
+__all__ = ["BlockOrder", "Candidate", "Channel", "ContextHit", "Drop", "DropReason", "Include",
+           "Match", "Memory", "MemoryType", "Mode", "Ranked", "Resolve", "Result", "Retrieval",
+           "RetrieveRequest", "RetrieveResponse", "ScopeView", "SearchedEntry", "Space", "Tier",
+           "frozen_map", "new_candidate", "new_drop", "stored_instant", "wire_fields"]
+
 
 def frozen_map(mapping: Mapping[str, Any] | None) -> Mapping[str, Any]:
     """A read-only copy of ``mapping`` (``{}`` for None)."""
@@ -27,85 +37,6 @@ def wire_fields(record: Any) -> dict[str, Any]:
 
 # the one empty read-only map the candidates without provenance share (nothing can add to it)
 _NO_ENTRIES: Mapping[str, Any] = MappingProxyType({})
-
-
-class Mode(str, Enum):
-    """Retrieval mode: ``accurate`` reranks with a cross-encoder, ``fast`` does not."""
-
-    ACCURATE = "accurate"
-    FAST = "fast"
-
-
-class MemoryType(str, Enum):
-    FACT = "fact"
-    OBSERVATION = "observation"
-
-
-class Channel(str, Enum):
-    """Candidate generators; ``fused`` marks a candidate produced by fusion."""
-
-    DENSE = "dense"
-    KEYWORD = "keyword"
-    TEMPORAL = "temporal"
-    GRAPH = "graph"
-    ENTITY = "entity"
-    RECENCY = "recency"  # time proximity to query_timestamp (channels/recency.py)
-    ESCALATED = "escalated"
-    FUSED = "fused"
-
-
-class DropReason(str, Enum):
-    """Why a candidate was cut. Every cut records one."""
-
-    DEDUP = "dedup"
-    MIN_SCORE = "min_score"
-    LIMIT = "limit"
-    TOKEN_BUDGET = "token_budget"
-    INCLUDE = "include"  # a family ``include`` does not return (facts / passages)
-
-
-class Tier(str, Enum):
-    """Which tier answered: the response cache, the hybrid channels, or an escalated search."""
-
-    CACHE = "cache"
-    HYBRID = "hybrid"
-    ESCALATED = "escalated"
-
-
-class Retrieval(str, Enum):
-    """Request ``channels``: which candidate generators run. ``hybrid`` = every channel the
-    engine's ``channels`` config enables; ``vector`` = dense only; ``bm25`` = keyword only;
-    ``graph`` = the entity graph alone (memories naming the query's entities, expanded one
-    hop through shared entities)."""
-
-    HYBRID = "hybrid"
-    VECTOR = "vector"
-    BM25 = "bm25"
-    GRAPH = "graph"
-
-
-class Include(str, Enum):
-    """Request ``include``: which result families are returned (retrieval considers all).
-    ``facts`` = distilled statements (observations), ``passages`` = the written memories
-    themselves (turns, notes, document chunks; ``memory_type`` "fact"), ``both`` = all."""
-
-    FACTS = "facts"
-    PASSAGES = "passages"
-    BOTH = "both"
-
-
-class ScopeView(str, Enum):
-    """Request ``scope_view`` (seed 004): every view resolves like ``strict`` (the seed's own
-    rule); the value is validated and recorded, and changes nothing else."""
-
-    STRICT = "strict"
-    CROSS_TEAM = "crossTeam"
-    MERGED = "merged"
-
-
-class BlockOrder(str, Enum):
-    RELEVANCE = "relevance"
-    STABLE = "stable"
 
 
 @dataclass(frozen=True)
@@ -280,62 +211,6 @@ class Result:
 
     def to_dict(self) -> dict[str, Any]:
         return wire_fields(self)
-
-
-@dataclass(frozen=True)
-class RetrieveRequest:
-    """A validated retrieve request. Build it with ``memory_core.request.parse_request``."""
-
-    query: str
-    space_id: str | None = None
-    route: str | None = None
-    limit: int = 10
-    min_score: float | None = None
-    mode: Mode = Mode.FAST
-    format: str | None = None
-    context_max_tokens: int | None = None
-    block_order: BlockOrder = BlockOrder.RELEVANCE
-    expand_query: bool = False
-    prefer_observations: bool = True
-    include_source: bool = False
-    source_max_tokens: int | None = None
-    memory_types: tuple[MemoryType, ...] | None = None
-    as_of: str | None = None
-    query_timestamp: str | None = None
-    occurred_after: str | None = None
-    occurred_before: str | None = None
-    tags: tuple[str, ...] | None = None
-    tags_match: str = "any"
-    tag_groups: tuple[Any, ...] | None = None
-    user_id: str | None = None
-    agent_id: str | None = None
-    session_id: str | None = None
-    receipt: bool = False
-    max_targets: int | None = None
-    fallback_space_id: str | None = None
-    principal: str | None = None
-    channels: Retrieval = Retrieval.HYBRID
-    include: Include = Include.BOTH
-    include_duplicates: bool = False
-    # scope paths in disjunctive normal form: OR over clauses, AND within one
-    lens: tuple[tuple[str, ...], ...] | None = None
-    context_hits: bool = False
-    # seed 004 read modifiers (memory_core/filters/labels.py)
-    labels: tuple[str, ...] | None = None
-    scope_view: ScopeView = ScopeView.STRICT
-
-    def to_dict(self) -> dict[str, Any]:
-        """The request as plain JSON-able data (enums as their values)."""
-        out: dict[str, Any] = {}
-        for name in self.__dataclass_fields__:
-            value = getattr(self, name)
-            if isinstance(value, Enum):
-                value = value.value
-            elif isinstance(value, tuple):
-                value = [v.value if isinstance(v, Enum) else
-                         list(v) if isinstance(v, tuple) else v for v in value]
-            out[name] = value
-        return out
 
 
 @dataclass(frozen=True)
