@@ -45,7 +45,8 @@ class Receipt:
     """What one retrieve kept and cut, and why. Fetched later with ``get_receipt``.
 
     ``request`` is the parsed request as the retrieve saw it (its wire form:
-    :meth:`RetrieveRequest.to_dict`); ``trace`` is the typed stage record (a ``stages``
+    :meth:`RetrieveRequest.to_dict`; a mapping given here is read with
+    :meth:`RetrieveRequest.from_dict`); ``trace`` is the typed stage record (a ``stages``
     mapping given here is read with :meth:`Trace.from_dict`); ``stages`` is its wire form,
     read-only.
     """
@@ -59,6 +60,8 @@ class Receipt:
     trace: Trace = field(default_factory=Trace)
 
     def __post_init__(self) -> None:
+        if isinstance(self.request, Mapping):  # a request in its wire form is read back
+            object.__setattr__(self, "request", RetrieveRequest.from_dict(self.request))
         if isinstance(self.trace, Mapping):
             object.__setattr__(self, "trace", Trace.from_dict(self.trace))
 

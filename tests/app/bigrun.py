@@ -139,7 +139,7 @@ def _question(eng: MemoryEngine, rng: random.Random, q: int,
     eng.store.save_receipt(Receipt(
         rid, "2026-01-01T00:00:00Z", frozen_map({"query": text, "space_id": space,
                                                    "limit": LIMIT, "mode": "fast",
-                                                   "receipt": True}),
+                                                   "channels": "hybrid", "receipt": True}),
         tuple(kept), tuple(drops), None, frozen_map(stages)))
     ranked_ids = [k.memory_id for k in kept]
     ranked_keys = [key_of.get(m, m) for m in ranked_ids]
