@@ -9,7 +9,14 @@ from experiments.dashboard.candidates import (ScoreScale, candidate_table, compa
                                               drop_target, final_scale)
 from memory_core.trace import RerankTrace
 from memory_core.receipts import KeptEntry, Receipt
-from memory_core.types import Drop, DropReason, Memory, MemoryType, frozen_map
+from memory_core.types import (Drop, DropReason, Memory, MemoryType, Mode, Retrieval,
+                               RetrieveRequest, frozen_map)
+
+
+def _request(limit: int = 10) -> RetrieveRequest:
+    """A whole fast-mode request on space ``s`` (a receipt records every request field)."""
+    return RetrieveRequest(query="q", space_id="s", limit=limit, mode=Mode.FAST,
+                           channels=Retrieval.HYBRID)
 
 
 def _memory(mid: str, content: str, kind: MemoryType = MemoryType.FACT,
@@ -26,7 +33,7 @@ def _memory(mid: str, content: str, kind: MemoryType = MemoryType.FACT,
 # A fast-mode receipt: fused list m1..m5; m1 replaced by observation m9 (takes rank 1),
 # m3 a near-duplicate of m2; page of 2 -> m9, m2 kept; m4, m5 cut by limit at position 0.
 FAST = Receipt(
-    "rcpt_fast", "2024-01-01T00:00:00Z", frozen_map({"query": "q", "space_id": "s", "limit": 2}),
+    "rcpt_fast", "2024-01-01T00:00:00Z", _request(limit=2),
     (KeptEntry("mem_9", "s", 1, 1.0, frozen_map({"dense": 1})),
      KeptEntry("mem_2", "s", 2, 0.5, frozen_map({"dense": 3, "keyword": 1}))),
     (Drop("mem_1", DropReason.DEDUP, "prefer_observations", 0.0325, 1,
@@ -95,7 +102,7 @@ def test_fast_receipt_one_row_per_memory_in_pipeline_order():
 
 def test_cross_encoder_receipt_gets_rerank_rank_by_score():
     ce = Receipt(
-        "rcpt_ce", "2024-01-01T00:00:00Z", frozen_map({"query": "q", "space_id": "s"}),
+        "rcpt_ce", "2024-01-01T00:00:00Z", _request(),
         (KeptEntry("mem_2", "s", 1, 0.97, frozen_map({})),
          KeptEntry("mem_1", "s", 2, 0.40, frozen_map({}))),
         (Drop("mem_3", DropReason.MIN_SCORE, "min_score", 0.05, 3, "score<0.1", "s"),
@@ -119,7 +126,7 @@ def test_cross_encoder_receipt_gets_rerank_rank_by_score():
 def test_learned_scorer_rows_add_feature_columns():
     names = ["dense_cos", "bm25", "ce_logit"]
     stacked = Receipt(
-        "rcpt_st", "2024-01-01T00:00:00Z", frozen_map({"query": "q", "space_id": "s"}),
+        "rcpt_st", "2024-01-01T00:00:00Z", _request(),
         (KeptEntry("mem_1", "s", 1, 0.91, frozen_map({"dense": 1})),
          KeptEntry("mem_2", "s", 2, 0.12, frozen_map({"keyword": 1}))),
         (), None,
@@ -149,7 +156,7 @@ def test_tied_learned_scores_keep_the_scorers_order_not_the_ids():
     # the scorer orders ties by pool position (memory_core/rerank/pool.py: key (-score, i)), so
     # the returned order is the rerank order: mem_9 before mem_3 on the same recorded score
     tied = Receipt(
-        "rcpt_tie", "2024-01-01T00:00:00Z", frozen_map({"query": "q", "space_id": "s"}),
+        "rcpt_tie", "2024-01-01T00:00:00Z", _request(),
         (KeptEntry("mem_5", "s", 1, 0.9, frozen_map({"dense": 1})),
          KeptEntry("mem_9", "s", 2, 0.4, frozen_map({"dense": 2})),
          KeptEntry("mem_3", "s", 3, 0.4, frozen_map({"dense": 3}))),
@@ -165,7 +172,7 @@ def test_tied_learned_scores_keep_the_scorers_order_not_the_ids():
 
 
 def test_learned_rows_with_wrong_feature_count_are_an_error():
-    bad = Receipt("rcpt_bad", "t", frozen_map({}), (), (), None, frozen_map({"rerank": {
+    bad = Receipt("rcpt_bad", "t", _request(), (), (), None, frozen_map({"rerank": {
         "status": "ok", "scorer": "stacked", "features": ["a", "b"],
         "rows": [{"memory_id": "mem_1", "score": 0.5, "features": [1.0]}]}}))
     with pytest.raises(ValueError, match="1 feature values for 2 names"):
@@ -173,7 +180,7 @@ def test_learned_rows_with_wrong_feature_count_are_an_error():
 
 
 def test_receipt_without_trace_says_so():
-    old = Receipt("rcpt_old", "t", frozen_map({}),
+    old = Receipt("rcpt_old", "t", _request(),
                   (KeptEntry("mem_1", "s", 1, 1.0, frozen_map({"dense": 4})),), (), None,
                   frozen_map({}))
     t = candidate_table(old)
