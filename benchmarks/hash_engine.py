@@ -16,6 +16,7 @@ import numpy as np
 
 from memory_core.config import EngineSpec
 from memory_core.engine import MemoryEngine
+from memory_core.types import Mode
 
 DIM = 64
 _WORD = re.compile(r"\w+")
@@ -63,5 +64,5 @@ class OverlapReranker:
 
 def open_engine(store: str) -> MemoryEngine:
     """The engine ``--engine-factory benchmarks.hash_engine:open_engine`` serves."""
-    return MemoryEngine.open(store, spec=EngineSpec(default_mode="fast"),
+    return MemoryEngine.open(store, spec=EngineSpec(default_mode=Mode.FAST),
                              embedder=HashEmbedder())

@@ -43,7 +43,7 @@ from experiments.data.registry import load_dataset
 from experiments.data.synthetic import WorldSpec, generate_world
 from experiments.ingest import ingest
 from memory_core import MemoryEngine
-from memory_core.config import CacheSpec, EngineSpec, RerankSpec
+from memory_core.config import CacheSpec, EngineSpec, RerankScorer, RerankSpec
 from memory_core.rerank.cross_encoder import CrossEncoderReranker
 
 
@@ -78,7 +78,7 @@ def run(data: str, n_queries: int, pool: int, model: str | None, trained: str,
     else:
         dataset = load_dataset({"name": data, **({"include_observations": False}
                                                  if data == "locomo" else {})}, data_dir)
-    rerank = RerankSpec(scorer="cross_encoder", model=model, trained=trained, pool=pool)
+    rerank = RerankSpec(scorer=RerankScorer.CROSS_ENCODER, model=model, trained=trained, pool=pool)
     spec = dataclasses.replace(EngineSpec(), rerank=rerank,
                                cache=CacheSpec(enabled=False))  # time the search
     recorder = Recorder(CrossEncoderReranker(rerank))
@@ -134,7 +134,8 @@ def run_stacked(data: str, n_queries: int, pool: int, data_dir: str | None, seed
     ``embed_query``: every call embeds its query (the embedding cache off), as a new query
     does; otherwise the query is embedded once, untimed, and both calls read the cache."""
     dataset = _dataset(data, data_dir, seed)
-    spec = dataclasses.replace(EngineSpec(), rerank=RerankSpec(scorer="stacked", pool=pool),
+    spec = dataclasses.replace(EngineSpec(),
+                               rerank=RerankSpec(scorer=RerankScorer.STACKED, pool=pool),
                                cache=CacheSpec(enabled=False))  # time the search
     if embed_query:
         spec = dataclasses.replace(spec, embed=dataclasses.replace(spec.embed, use_cache=False))
@@ -161,7 +162,8 @@ def run_stacked(data: str, n_queries: int, pool: int, data_dir: str | None, seed
     p50_f = statistics.median(r["fast_ms"] for r in rows)
     p50_a = statistics.median(r["accurate_ms"] for r in rows)
     return {
-        "data": dataset.name, "queries": len(rows), "pool": pool, "scorer": "stacked",
+        "data": dataset.name, "queries": len(rows), "pool": pool,
+        "scorer": RerankScorer.STACKED.value,
         "query_embedding": "computed in each call" if embed_query else "cached (untimed)",
         "scored_per_query": {"median": statistics.median(r["scored"] for r in rows),
                              "min": min(r["scored"] for r in rows)},
@@ -176,7 +178,8 @@ def run_stacked(data: str, n_queries: int, pool: int, data_dir: str | None, seed
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--scorer", default="stacked", choices=("stacked", "cross_encoder"))
+    parser.add_argument("--scorer", default=RerankScorer.STACKED.value, type=RerankScorer,
+                        choices=tuple(RerankScorer))
     parser.add_argument("--data", default="synthetic", choices=("synthetic", "locomo"))
     parser.add_argument("--queries", type=int, default=60)
     parser.add_argument("--pool", type=int, default=50)
@@ -190,7 +193,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     logging.getLogger("faiss.loader").setLevel(logging.WARNING)
     result = (run_stacked(args.data, args.queries, args.pool, args.data_dir,
                           embed_query=args.embed_query)
-              if args.scorer == "stacked" else
+              if args.scorer is RerankScorer.STACKED else
               run(args.data, args.queries, args.pool, args.model, args.trained, args.data_dir))
     text = json.dumps(result, indent=2)
     print(text)

@@ -5,7 +5,9 @@ The engine's specs (:mod:`memory_core.config`) and the experiments' own blocks
 structured config (``ConfigStore``), so ``conf/<group>/*.yaml`` lists only what a preset
 changes: each group option starts from ``defaults: [base_<group>, _self_]``. A misspelled key
 or a wrong type fails when the config is composed, and the composed config shows every
-setting (``metrics.json`` records it).
+setting (``metrics.json`` records it). A closed choice (an enum of the specs: ``rerank.scorer``,
+``fusion.norm``, ``engine.default_mode``, ...) is checked then too, against its values as the
+YAML writes them (:func:`schema_enum`); :func:`to_plain` gives it back as its string.
 
 Then :func:`engine_spec` turns the composed config into the engine's frozen
 :class:`~memory_core.config.EngineSpec` (strict again: unknown keys fail), and
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import enum
 import functools
 import types
 import typing
@@ -66,7 +69,10 @@ def compose_config(config_name: str, overrides: Sequence[str] = ()) -> DictConfi
 
 
 def to_plain(cfg: DictConfig | Any) -> Any:
-    return OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else cfg
+    """A composed config (or node) as plain data, interpolations resolved and every closed
+    choice its string (so ``metrics.json`` records ``"stacked"``, as the YAML writes it)."""
+    return (OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
+            if isinstance(cfg, DictConfig) else cfg)
 
 
 def engine_spec(cfg: DictConfig) -> EngineSpec:
@@ -93,12 +99,35 @@ def eval_spec(cfg: DictConfig) -> EvalSpec:
 # Structured configs
 # ---------------------------------------------------------------------------------------------
 
+@functools.cache
+def schema_enum(choice: type[enum.Enum]) -> type[enum.StrEnum]:
+    """The enum a schema types a closed choice of the specs with: OmegaConf checks an enum
+    field by member *name*, and the YAML writes the *values* (``scorer: stacked``), so this
+    one's members are named by the values (one class per choice). A ``StrEnum``: the composed
+    node compares and dumps as its string, and ``OmegaConf.to_container(...,
+    enum_to_str=True)`` (:func:`to_plain`) gives the string itself.
+
+    Example:
+        >>> from memory_core.config import RerankScorer
+        >>> [m.name for m in schema_enum(RerankScorer)]
+        ['stacked', 'cross_encoder']
+    """
+    values = {str(m.value): str(m.value) for m in choice}
+    made = typing.cast(type[enum.StrEnum], enum.StrEnum(
+        choice.__name__, values, module=__name__, qualname=f"schema_enum.{choice.__name__}"))
+    made.__doc__ = f"Schema values of {choice.__module__}.{choice.__qualname__}."
+    return made
+
+
 def _schema_hint(hint: Any, schemas: dict[type, type]) -> Any:
     """The annotation OmegaConf validates against: ``Mapping[K, V]`` becomes ``dict[K, V]``,
-    ``tuple[X, ...]`` ``list[X]``; a nested spec becomes its schema; ``X | None`` stays
-    optional, except an optional mapping (untyped: a ``null`` default must take a mapping)."""
+    ``tuple[X, ...]`` ``list[X]``; a nested spec becomes its schema; a closed choice (an enum)
+    its :func:`schema_enum`; ``X | None`` stays optional, except an optional mapping (untyped:
+    a ``null`` default must take a mapping)."""
     if isinstance(hint, type) and dataclasses.is_dataclass(hint):
         return schema_of(hint, schemas)
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        return schema_enum(hint)
     origin = typing.get_origin(hint)
     args = typing.get_args(hint)
     if origin in (Mapping, typing.Mapping, dict):  # type: ignore[comparison-overlap]
@@ -133,7 +162,10 @@ def _field_defaults(spec: type) -> dict[str, Any]:
 
 def _schema_default(value: Any, schemas: dict[type, type]) -> Any:
     """A default as its schema holds it: a spec instance (a member of a mapping of specs)
-    becomes an instance of the spec's schema, tuples lists."""
+    becomes an instance of the spec's schema, a choice its :func:`schema_enum` member, tuples
+    lists."""
+    if isinstance(value, enum.Enum):
+        return schema_enum(type(value))[str(value.value)]
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return schema_of(type(value), schemas)(**{
             f.name: _schema_default(getattr(value, f.name), schemas)
@@ -170,7 +202,7 @@ def schema_of(spec: type, schemas: dict[type, type] | None = None,
             default = dataclasses.field(
                 default_factory=functools.partial(_copy, _schema_default(value, schemas)))
         else:
-            default = dataclasses.field(default=value)
+            default = dataclasses.field(default=_schema_default(value, schemas))
         fields.append((f.name, hint, default))
     schema = dataclasses.make_dataclass(f"{spec.__name__}Schema", fields)
     schema.__doc__ = f"Structured-config schema of {spec.__module__}.{spec.__name__}."

@@ -64,6 +64,7 @@ from rich.table import Table
 from experiments import rundir
 from experiments.compare import holm
 from experiments.stats import paired_test
+from memory_core.config import FusionMethod, Norm
 from memory_core.fusion.normalize import normalized_values
 from memory_core.store import rowid_of
 
@@ -143,13 +144,13 @@ def context_vectors(rowids: Sequence[int], vectors: np.ndarray,
 
 
 # the fusion norms whose completed two-channel sum :func:`ranking` rebuilds
-STUDIED_NORMS = ("minmax", "theoretical")
+STUDIED_NORMS = (Norm.MINMAX, Norm.THEORETICAL)
 
 
 def ranking(ids: Sequence[str], dense: Mapping[str, tuple[float, int]],
             keyword: Mapping[str, tuple[float, int]],
             extra: Mapping[str, tuple[float, Sequence[float]]] | None = None,
-            norm: str = "minmax") -> list[str]:
+            norm: Norm | str = Norm.MINMAX) -> list[str]:
     """``ids`` (every memory ``dense`` lists) best first by n(dense) + n(keyword) (``n`` the
     run's ``fusion.norm``, ``minmax`` or ``theoretical``; the keyword channel normalised over
     the memories it holds, the others, holding no query word, at the floor 0) plus, per extra
@@ -210,9 +211,10 @@ def load_questions(run: str | Path, view: str | None, kinds: Sequence[str] | Non
     engine = rundir.open_run_store(run)
     fusion, channels = engine.spec.fusion, engine.spec.channels
     weights = [float(fusion.weights.get(c, 1.0)) for c in ("dense", "keyword")]
-    if fusion.method != "weighted" or fusion.norm not in STUDIED_NORMS \
+    if fusion.method is not FusionMethod.WEIGHTED or fusion.norm not in STUDIED_NORMS \
             or weights != [1.0, 1.0]:
-        raise StudyError(f"{run} fused with method {fusion.method!r}, norm {fusion.norm!r}, "
+        raise StudyError(f"{run} fused with method {fusion.method.value!r}, norm "
+                         f"{fusion.norm.value!r}, "
                          f"dense / keyword weights {weights}: the base is the weighted sum of "
                          f"{' or '.join(STUDIED_NORMS)} normalised scores with weights 1 (the "
                          "default weights)")

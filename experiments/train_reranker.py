@@ -72,7 +72,7 @@ from experiments.train_config import (compose_train_config, recipe_from_config,
                                       register_train_configs)
 from experiments.data.schema import Dataset, QueryDef
 from memory_core import MemoryEngine
-from memory_core.config import EngineSpec, RerankSpec
+from memory_core.config import EngineSpec, RerankScorer, RerankSpec, parse_choice
 from memory_core.embed import resolve_model_path, weights_sha256
 from memory_core.rerank.models import (CARD_JSON, CARD_MARKDOWN, is_saved_model, load_card,
                                        rerankers_root, trained_model_dir)
@@ -409,9 +409,10 @@ def prepare_reranker(run: RunConfig, spec: EngineSpec, dataset: Dataset
     ev = run.eval
     if "accurate" not in ev.modes:
         return spec, {}
-    if spec.rerank.scorer == "stacked":  # a packaged model (or rerank.stacked_model): no training
-        return spec, {"scorer": "stacked", "stacked_model": spec.rerank.stacked_model}
-    info: dict[str, Any] = {"scorer": spec.rerank.scorer, "trained": spec.rerank.trained,
+    if spec.rerank.scorer is RerankScorer.STACKED:  # a packaged model (or rerank.stacked_model)
+        return spec, {"scorer": spec.rerank.scorer.value,
+                      "stacked_model": spec.rerank.stacked_model}
+    info: dict[str, Any] = {"scorer": spec.rerank.scorer.value, "trained": spec.rerank.trained,
                             "model": spec.rerank.model}
     choice = ev.reranker_by_dataset.get(family(dataset.name))
     if spec.rerank.model is None and spec.rerank.trained == "default" and choice:
@@ -427,7 +428,7 @@ def reranker_split(engine: MemoryEngine, dataset: Dataset, queries: Sequence[Que
     """:func:`split_check` for a run that scores accurate mode (``{}`` otherwise)."""
     if "accurate" not in modes:
         return {}
-    if engine.spec.rerank.scorer == "stacked":
+    if engine.spec.rerank.scorer is RerankScorer.STACKED:
         if engine.scorer is None:
             return {}
         card = engine.scorer.identity().get("card")
@@ -443,8 +444,8 @@ def reranker_split(engine: MemoryEngine, dataset: Dataset, queries: Sequence[Que
 def main(cfg: DictConfig) -> None:
     """Hydra entry point: train (or keep) the recipe's model and print its card."""
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    scorer = str(cfg.scorer)  # conf/train_reranker.yaml
-    if scorer == "stacked":
+    scorer = parse_choice(RerankScorer, str(cfg.scorer), "scorer")  # conf/train_reranker.yaml
+    if scorer is RerankScorer.STACKED:
         from experiments.stacked_recipe import stacked_recipe_from_mapping
         from experiments.train_stacked import command_line, train_stacked
 
@@ -455,8 +456,6 @@ def main(cfg: DictConfig) -> None:
         print((folder / "MODEL_CARD.md").read_text())
         print(f"model: {folder}")
         return
-    if scorer != "cross_encoder":
-        raise ValueError(f"unknown scorer {scorer!r}; valid: stacked, cross_encoder")
     recipe = recipe_from_config(cfg)
     result = train(recipe, spec=engine_spec(cfg), data_dir=cfg.paths.data_dir,
                    cache_dir=cfg.paths.cache_dir, progress=bool(cfg.progress),

@@ -61,10 +61,11 @@ from experiments.rerank_data import answerable_questions, family, load_source
 from experiments.stacked_recipe import StackedRecipe
 from experiments.stats import calibration
 from memory_core import MemoryEngine
-from memory_core.config import EngineSpec
+from memory_core.config import EngineSpec, OnFailure, RerankScorer
 from memory_core.embed import Embedder
 from memory_core.rerank.features import feature_names
 from memory_core.rerank.stacked import DEFAULT_MODEL_DIR, save_stacked
+from memory_core.types import Mode
 
 log = logging.getLogger(__name__)
 
@@ -118,8 +119,8 @@ def mine_features(name: str, dataset: Dataset, src: Any, spec: EngineSpec, recip
     feature rows and labels (see the module docstring)."""
     recorder = FeatureRecorder(recipe.cross_encoder)
     pool = spec.rerank.pool
-    spec = dataclasses.replace(spec, default_mode="accurate", rerank=dataclasses.replace(
-        spec.rerank, scorer="stacked", on_failure="error"))
+    spec = dataclasses.replace(spec, default_mode=Mode.ACCURATE, rerank=dataclasses.replace(
+        spec.rerank, scorer=RerankScorer.STACKED, on_failure=OnFailure.ERROR))
     out: list[QueryRows] = []
     with MemoryEngine.open(":memory:", spec, embedder=embedder, scorer=recorder,
                            reranker=reranker) as engine:
@@ -338,7 +339,7 @@ def train_stacked(recipe: StackedRecipe, *, spec: EngineSpec | None = None,
     metrics = heldout_metrics(model, held_rows, recipe) if held_rows else {}
     names = feature_names(recipe.cross_encoder)
     card = {
-        "card_version": CARD_VERSION, "name": recipe.name, "scorer": "stacked",
+        "card_version": CARD_VERSION, "name": recipe.name, "scorer": RerankScorer.STACKED.value,
         "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "command": command, "recipe": recipe.to_dict(), "sources": sources,
         "trained_families": sorted({r.source for r in train_rows}),

@@ -30,6 +30,7 @@ from memory_core import context as blocks
 from memory_core import times
 from memory_core.channels.pool import pool
 from memory_core.components import Components, PipelineOutput
+from memory_core.config import RerankScorer
 from memory_core.errors import ErrorCode, MemoryCoreError
 from memory_core.expansion import escalation
 from memory_core.expansion.subjects import expansion_record, split_subjects
@@ -266,7 +267,7 @@ def _score(comp: Components, request: RetrieveRequest, ranked: Ranked, escalated
     """Stage 5: accurate mode (or an escalated read with ``escalate.rerank`` and a scorer)
     reranks; an escalated fast read never fails on the scorer: it falls back. Otherwise
     position scores."""
-    has_scorer = comp.scorer if comp.spec.rerank.scorer == "stacked" else comp.reranker
+    has_scorer = comp.scorer if comp.spec.rerank.scorer is RerankScorer.STACKED else comp.reranker
     if request.mode is Mode.ACCURATE or (
             escalated and comp.spec.escalate.rerank and has_scorer is not None):
         return scoring.rerank(comp, request, ranked,

@@ -53,6 +53,7 @@ from typing import Any
 
 import polars as pl
 
+from memory_core.config import RerankScorer
 from memory_core.trace import RerankTrace
 from memory_core.receipts import Receipt
 from memory_core.types import DropReason, Memory
@@ -160,8 +161,9 @@ def final_scale(rerank: RerankTrace | None) -> tuple[ScoreScale, str]:
         'position'
     """
     if rerank is not None and rerank.ok:
-        scorer = rerank.scorer or "cross_encoder"
-        if scorer == "stacked":
+        # the trace records the scorer's name (a string; older receipts may lack it)
+        scorer = rerank.scorer or RerankScorer.CROSS_ENCODER.value
+        if scorer == RerankScorer.STACKED:
             return ScoreScale.CALIBRATED, scorer
         return ScoreScale.CROSS_ENCODER, scorer
     return ScoreScale.POSITION, "position"

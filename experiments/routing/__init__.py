@@ -42,7 +42,7 @@ Modules: :mod:`~experiments.routing.split` (step 1), :mod:`~experiments.routing.
 experiment lives in :mod:`experiments.expand`.
 """
 
-from experiments.routing.calibration import (BASE_ROUTERS, ROUTERS, Calibrated, calibrate,
+from experiments.routing.calibration import (BASE_ROUTERS, Calibrated, calibrate,
                                              calibrate_thresholds, fit_temperature,
                                              learned_scores, training_rows, with_temperature)
 from experiments.routing.metrics import reliability, routing_metrics
@@ -51,7 +51,7 @@ from experiments.routing.runner import (PRINCIPAL, end_to_end, pooled_calibratio
                                         run_routing)
 from experiments.routing.split import RoutingCase, Split, gold_spaces, make_cases
 
-__all__ = ["BASE_ROUTERS", "PRINCIPAL", "RELIABILITY_PLOT", "ROUTERS", "Calibrated", "RoutingCase",
+__all__ = ["BASE_ROUTERS", "PRINCIPAL", "RELIABILITY_PLOT", "Calibrated", "RoutingCase",
            "Split", "calibrate", "calibrate_thresholds", "comparison_table", "end_to_end",
            "fit_temperature", "gold_spaces", "learned_scores", "make_cases", "plot_reliability",
            "pooled_calibration", "reliability", "routing_metrics", "run_dataset", "run_routing",

@@ -13,14 +13,14 @@ from typing import Any
 import numpy as np
 
 from experiments.routing.split import RoutingCase
-from memory_core.config import RoutingSpec
+from memory_core.config import RouterName, RoutingSpec
 from memory_core.routing import SpaceScore, Thresholds
 from memory_core.routing.base import logit_of, softmax
 from memory_core.routing.learned import FEATURES, feature_rows, save_model, train_model
 from memory_core.types import frozen_map
 
-BASE_ROUTERS = ("description", "evidence")
-ROUTERS = (*BASE_ROUTERS, "learned")
+# the routers calibrated on their own scores (the learned router stacks their features)
+BASE_ROUTERS = (RouterName.DESCRIPTION, RouterName.EVIDENCE)
 TEMPERATURE_GRID: tuple[float, ...] = tuple(float(t) for t in np.geomspace(1e-3, 2.0, 80))
 QUANTILES = np.linspace(0.0, 1.0, 21)
 OFF_EXTRA = 1.01  # extra_confidence that admits no further space (confidences are <= 1)
@@ -138,13 +138,16 @@ def training_rows(cases: Sequence[RoutingCase], desc: Mapping[str, Sequence[Spac
 class Calibrated:
     """One router's calibration on a training split."""
 
-    router: str
+    router: RouterName
     scores: dict[str, list[SpaceScore]]  # every question, final confidences
     thresholds: Thresholds
     utility: float
     temperature: float | None = None
     model: Any = None
     model_path: str | None = None
+
+    def __post_init__(self) -> None:
+        self.router = RouterName(self.router)
 
     def spec(self, base: RoutingSpec, max_targets: int) -> RoutingSpec:
         return dataclasses.replace(
@@ -158,29 +161,32 @@ class Calibrated:
                 "temperature": self.temperature, "model_path": self.model_path}
 
 
-def calibrate(train: Sequence[RoutingCase], base: Mapping[str, Mapping[str, Sequence[SpaceScore]]],
+def calibrate(train: Sequence[RoutingCase],
+              base: Mapping[RouterName, Mapping[str, Sequence[SpaceScore]]],
               max_targets: int, cost_weight: float, seed: int, model_path: Path | None,
-              card: Mapping[str, Any]) -> tuple[dict[str, Calibrated], dict[str, str]]:
-    """Calibrate the three routers on ``train``; returns them and the routers skipped (why)."""
-    out: dict[str, Calibrated] = {}
+              card: Mapping[str, Any]) -> tuple[dict[RouterName, Calibrated], dict[str, str]]:
+    """Calibrate the three routers on ``train`` (``base``: each base router's scores, by
+    :data:`BASE_ROUTERS`); returns them and the routers skipped (why)."""
+    out: dict[RouterName, Calibrated] = {}
     skipped: dict[str, str] = {}
+    desc, ev = base[RouterName.DESCRIPTION], base[RouterName.EVIDENCE]
     for name in BASE_ROUTERS:
         t = fit_temperature(train, base[name])
         scores = {qid: with_temperature(s, t) for qid, s in base[name].items()}
         th, u = calibrate_thresholds(train, scores, max_targets, cost_weight)
         out[name] = Calibrated(name, scores, th, u, temperature=t)
     try:
-        X, y = training_rows(train, base["description"], base["evidence"])
+        X, y = training_rows(train, desc, ev)
         model = train_model(X, y, seed=seed)
     except ValueError as exc:  # too few rows of a class: reported, never silently dropped
-        skipped["learned"] = str(exc)
+        skipped[RouterName.LEARNED] = str(exc)
         return out, skipped
-    scores = {qid: learned_scores(model, base["description"][qid], base["evidence"][qid])
-              for qid in base["description"]}
+    scores = {qid: learned_scores(model, desc[qid], ev[qid]) for qid in desc}
     th, u = calibrate_thresholds(train, scores, max_targets, cost_weight)
     path = None
     if model_path is not None:
         path = str(save_model(model, model_path, {
             **card, "rows": int(len(y)), "positives": int(y.sum()), "thresholds": th.to_dict()}))
-    out["learned"] = Calibrated("learned", scores, th, u, model=model, model_path=path)
+    out[RouterName.LEARNED] = Calibrated(RouterName.LEARNED, scores, th, u, model=model,
+                                         model_path=path)
     return out, skipped

@@ -29,7 +29,7 @@ from experiments.routing.split import RoutingCase, Split, make_cases
 from experiments.scoring import score
 from experiments.specs import RoutingEvalSpec
 from memory_core import MemoryEngine
-from memory_core.config import RoutingSpec
+from memory_core.config import RouterName, RoutingSpec
 from memory_core.embed import Embedder
 from memory_core.routing import (DescriptionRouter, EvidenceRouter, LearnedRouter, RouteDecision,
                                  SpaceScore, decide)
@@ -92,13 +92,14 @@ def _row(dataset: str, router: str, case: RoutingCase, decision: RouteDecision,
 
 def _base_scores(engine: MemoryEngine, cases: Sequence[RoutingCase], max_targets: int,
                  progress: bool, label: str
-                 ) -> tuple[dict[str, dict[str, list[SpaceScore]]], dict[str, dict[str, float]]]:
+                 ) -> tuple[dict[RouterName, dict[str, list[SpaceScore]]],
+                            dict[RouterName, dict[str, float]]]:
     """Description and evidence scores of every question, through ``MemoryEngine.route``."""
     spec = engine.spec.routing
-    routers = {"description": DescriptionRouter(engine.embedder, spec.temperature),
-               "evidence": EvidenceRouter(spec.temperature, spec.keyword_weight)}
-    scores: dict[str, dict[str, list[SpaceScore]]] = {n: {} for n in routers}
-    ms: dict[str, dict[str, float]] = {n: {} for n in routers}
+    routers = {RouterName.DESCRIPTION: DescriptionRouter(engine.embedder, spec.temperature),
+               RouterName.EVIDENCE: EvidenceRouter(spec.temperature, spec.keyword_weight)}
+    scores: dict[RouterName, dict[str, list[SpaceScore]]] = {n: {} for n in routers}
+    ms: dict[RouterName, dict[str, float]] = {n: {} for n in routers}
     for c in tqdm(cases, desc=f"route {label}", unit="q", disable=not progress):
         for name, router in routers.items():
             t0 = time.perf_counter()
@@ -109,9 +110,9 @@ def _base_scores(engine: MemoryEngine, cases: Sequence[RoutingCase], max_targets
     return scores, ms
 
 def _router_for(engine: MemoryEngine, cal: Calibrated, spec: RoutingSpec):
-    if cal.router == "description":
+    if cal.router is RouterName.DESCRIPTION:
         return DescriptionRouter(engine.embedder, spec.temperature)
-    if cal.router == "evidence":
+    if cal.router is RouterName.EVIDENCE:
         return EvidenceRouter(spec.temperature, spec.keyword_weight)
     return LearnedRouter(DescriptionRouter(engine.embedder, spec.temperature),
                          EvidenceRouter(spec.temperature, spec.keyword_weight),
@@ -215,8 +216,8 @@ def run_dataset(dataset: Dataset, run: RunConfig, run_dir: Path, embedder: Embed
             test_rows: dict[str, dict[str, Any]] = {}
             for c in cases:
                 decision = decide(name, cal.scores[c.qid], cal.thresholds, max_targets)
-                ms = route_ms["description"][c.qid] + route_ms["evidence"][c.qid] \
-                    if name == "learned" else route_ms[name][c.qid]
+                ms = sum(route_ms[n][c.qid] for n in BASE_ROUTERS) \
+                    if name is RouterName.LEARNED else route_ms[name][c.qid]
                 row = _row(dataset.name, name, c, decision, ms)
                 rows.append(row)
                 test_rows[c.qid] = row

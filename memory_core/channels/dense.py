@@ -1,7 +1,8 @@
 """Dense channel: inner-product search with faiss, one index per space.
 
 Each space has an ``IndexIDMap2`` keyed by memory row, so results come back as memory rows,
-around one of two kinds of index (``channels.dense_index``, :class:`IndexKind`):
+around one of two kinds of index (``channels.dense_index``,
+:class:`~memory_core.config.DenseIndexKind`):
 
 - ``flat`` (``IndexFlatIP``): exact search, linear in the space's size;
 - ``hnsw`` (``IndexHNSWFlat``, inner product, ``dense_hnsw_m`` links a node, built with
@@ -55,10 +56,9 @@ from typing import Any
 import numpy as np
 
 from memory_core import index_files
-from memory_core.config import ChannelsSpec
+from memory_core.config import ChannelsSpec, DenseIndexKind
 from memory_core.channels.base import ChannelContext, ChannelResult, Stage
-from memory_core.channels.faiss_kinds import (HNSW_EF_CAP, HNSW_KIND, KIND, IndexKind, _faiss,
-                                              file_kind)
+from memory_core.channels.faiss_kinds import HNSW_EF_CAP, HNSW_KIND, KIND, _faiss, file_kind
 from memory_core.index_files import DamageReason, IndexFileError, IndexHeader
 from memory_core.store import SqlFilter, Store
 from memory_core.types import Candidate, Channel, Retrieval, new_candidate
@@ -74,7 +74,7 @@ class DenseIndex:
         self.dim = dim
         self.directory = directory  # None: nothing persisted (rebuilt from SQLite on first use)
         self.spec = channels or ChannelsSpec()
-        self.kind = IndexKind(self.spec.dense_index)
+        self.kind = self.spec.dense_index  # a DenseIndexKind (ChannelsSpec parses it)
         if self.spec.dense_ann_threshold < 1 or self.spec.dense_hnsw_m < 2 or \
                 self.spec.dense_hnsw_ef_search < 1 or self.spec.dense_hnsw_ef_construction < 1:
             raise ValueError("channels.dense_ann_threshold, dense_hnsw_ef_search and "
@@ -112,9 +112,9 @@ class DenseIndex:
 
     def wants_hnsw(self, count: int) -> bool:
         """Whether a space of ``count`` memories gets an hnsw index (``channels.dense_index``)."""
-        if self.kind is IndexKind.AUTO:
+        if self.kind is DenseIndexKind.AUTO:
             return count >= self.spec.dense_ann_threshold
-        return self.kind is IndexKind.HNSW
+        return self.kind is DenseIndexKind.HNSW
 
     def _new_index(self, hnsw: bool = False):
         faiss = _faiss()

@@ -1,21 +1,12 @@
-"""The faiss index kinds of the dense channel (``channels.dense_index``) and faiss itself,
-loaded on first use (:mod:`memory_core.channels.dense`)."""
+"""The faiss index file kinds of the dense channel and faiss itself, loaded on first use
+(:mod:`memory_core.channels.dense`; which kind a space gets is ``channels.dense_index``,
+:class:`memory_core.config.DenseIndexKind`)."""
 
 from __future__ import annotations
-
-from enum import Enum
 
 KIND = "faiss-flat-ip"  # the file kind of a flat index (kept: files saved before hnsw)
 HNSW_KIND = "faiss-hnsw-ip"
 HNSW_EF_CAP = 4096  # the most a filtered search raises efSearch to
-
-
-class IndexKind(str, Enum):
-    """``channels.dense_index``: which faiss index a space gets (module docstring)."""
-
-    AUTO = "auto"
-    FLAT = "flat"
-    HNSW = "hnsw"
 
 
 def file_kind(index) -> str:

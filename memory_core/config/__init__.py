@@ -6,6 +6,12 @@ The channels' spec lives in :mod:`memory_core.config.channels`, fusion's in
 :mod:`memory_core.config.fusion`, the tiered-recall specs (cache, escalation, context hits,
 trace) in :mod:`memory_core.config.tiers`, the write path's in :mod:`memory_core.config.write`;
 :class:`EngineSpec` composes them and this package names them all.
+
+A closed choice is an enum beside its spec (:class:`RerankScorer`, :class:`OnFailure`,
+:class:`RouterName` here, :class:`FusionMethod` and :class:`Norm` beside ``FusionSpec``,
+:class:`DenseIndexKind` beside ``ChannelsSpec``; ``default_mode`` and ``default_channels`` are
+the request's own :class:`~memory_core.types.Mode` and :class:`~memory_core.types.Retrieval`).
+A spec takes the enum or its string and stores the enum (:mod:`memory_core.config.choices`).
 """
 
 from __future__ import annotations
@@ -15,19 +21,23 @@ import os
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import Any, TypeVar
 
-from memory_core.config.channels import ChannelsSpec
-from memory_core.config.fusion import COMPLETABLE, FusionSpec
+from memory_core.config.channels import ChannelsSpec, DenseIndexKind
+from memory_core.config.choices import parse_choice
+from memory_core.config.fusion import COMPLETABLE, FusionMethod, FusionSpec, Norm
 from memory_core.config.tiers import CacheSpec, ContextHitsSpec, EscalateSpec, TraceSpec
 from memory_core.config.write import LimitsSpec, RedactSpec, WriteSpec
+from memory_core.types import Mode, Retrieval
 
-__all__ = ["COMPLETABLE", "PACKAGED_MINILM", "PLATFORM_MAX_TARGETS", "RERANK_FAILURE_MODES",
-           "RERANK_SCORERS", "RETRIEVAL_CHANNELS", "ROUTERS", "CacheSpec", "ChannelsSpec",
-           "ContextHitsSpec", "ContextSpec", "DedupSpec", "EmbedSpec", "EngineSpec", "EscalateSpec",
-           "FusionSpec", "LimitsSpec", "RedactSpec", "RerankSpec", "RoutingSpec", "TagFilterSpec",
-           "TraceSpec", "WriteSpec", "default_cache_dir", "spec_from_mapping"]
+__all__ = ["COMPLETABLE", "PACKAGED_MINILM", "PLATFORM_MAX_TARGETS", "CacheSpec", "ChannelsSpec",
+           "ContextHitsSpec", "ContextSpec", "DedupSpec", "DenseIndexKind", "EmbedSpec",
+           "EngineSpec", "EscalateSpec", "FusionMethod", "FusionSpec", "LimitsSpec", "Norm",
+           "OnFailure", "RedactSpec", "RerankScorer", "RerankSpec", "RouterName", "RoutingSpec",
+           "TagFilterSpec", "TraceSpec", "WriteSpec", "default_cache_dir", "parse_choice",
+           "spec_from_mapping"]
 
 PACKAGED_MINILM = "packaged:all-MiniLM-L6-v2"
 
@@ -91,18 +101,29 @@ class TagFilterSpec:
     label_namespace: str | None = "label"
 
 
-RERANK_FAILURE_MODES = ("error", "fallback")
-RERANK_SCORERS = ("stacked", "cross_encoder")
+class RerankScorer(StrEnum):
+    """``rerank.scorer``: what scores accurate mode's pool (:class:`RerankSpec`)."""
+
+    STACKED = "stacked"
+    CROSS_ENCODER = "cross_encoder"
+
+
+class OnFailure(StrEnum):
+    """``rerank.on_failure``: what a failing scorer does (:class:`RerankSpec`)."""
+
+    ERROR = "error"
+    FALLBACK = "fallback"
 
 
 @dataclass(frozen=True)
 class RerankSpec:
     """Accurate mode's scorer (``memory_core/rerank/``).
 
-    ``scorer``: ``stacked`` (default; :mod:`memory_core.rerank.stacked`, a calibrated model over
-    first-stage evidence loaded from ``stacked_model``, a folder; ``None``: the model shipped in
-    the package) or ``cross_encoder`` (the cross-encoder below scores alone). A stacked model
-    trained with the cross-encoder feature also needs the cross-encoder below.
+    ``scorer`` (:class:`RerankScorer`): ``stacked`` (default; :mod:`memory_core.rerank.stacked`,
+    a calibrated model over first-stage evidence loaded from ``stacked_model``, a folder;
+    ``None``: the model shipped in the package) or ``cross_encoder`` (the cross-encoder below
+    scores alone). A stacked model trained with the cross-encoder feature also needs the
+    cross-encoder below.
 
     ``model``: a local cross-encoder folder or a Hugging Face id (used only where it is in the
     local hub cache, or a hub is reachable and ``HF_HUB_OFFLINE`` is unset). ``None``: the
@@ -110,11 +131,11 @@ class RerankSpec:
     cached under ``<cache>/rerankers/<trained>/`` with its model card. The top ``pool`` fused
     candidates (independent of ``limit``) are scored in batches of ``batch_size`` pairs, each
     truncated to ``max_length`` tokens; candidates beyond the pool are cut with a receipt drop.
-    ``on_failure``: ``error`` raises a ``MemoryCoreError``; ``fallback`` serves fast-mode
-    position scores and records the fallback in the receipt and the response.
+    ``on_failure`` (:class:`OnFailure`): ``error`` raises a ``MemoryCoreError``; ``fallback``
+    serves fast-mode position scores and records the fallback in the receipt and the response.
     """
 
-    scorer: str = "stacked"
+    scorer: RerankScorer = RerankScorer.STACKED
     stacked_model: str | None = None
     model: str | None = None
     trained: str = "default"
@@ -122,16 +143,14 @@ class RerankSpec:
     batch_size: int = 32
     max_length: int = 256
     device: str = "cpu"
-    on_failure: str = "error"
+    on_failure: OnFailure = OnFailure.ERROR
     cache_dir: str | None = None  # None: $MEMORY_CORE_CACHE or ~/.cache/memory_core
 
     def __post_init__(self) -> None:
-        if self.scorer not in RERANK_SCORERS:
-            raise ValueError(f"unknown rerank.scorer {self.scorer!r}; valid: "
-                             f"{', '.join(RERANK_SCORERS)}")
-        if self.on_failure not in RERANK_FAILURE_MODES:
-            raise ValueError(f"unknown rerank.on_failure {self.on_failure!r}; valid: "
-                             f"{', '.join(RERANK_FAILURE_MODES)}")
+        object.__setattr__(self, "scorer", parse_choice(RerankScorer, self.scorer,
+                                                        "rerank.scorer"))
+        object.__setattr__(self, "on_failure", parse_choice(OnFailure, self.on_failure,
+                                                            "rerank.on_failure"))
         for name in ("pool", "batch_size", "max_length"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -140,10 +159,15 @@ class RerankSpec:
             raise ValueError(f"rerank.trained must be a plain name, got {self.trained!r}")
 
 
-RETRIEVAL_CHANNELS = ("hybrid", "vector", "bm25", "graph")
+class RouterName(StrEnum):
+    """``routing.router``: which router scores the spaces (:class:`RoutingSpec`; the registry
+    is :data:`memory_core.routing.ROUTERS`)."""
+
+    DESCRIPTION = "description"
+    EVIDENCE = "evidence"
+    LEARNED = "learned"
 
 
-ROUTERS = ("description", "evidence", "learned")
 PLATFORM_MAX_TARGETS = 3  # spaces a routed read searches at most, unless the request or engine says
 
 
@@ -151,12 +175,13 @@ PLATFORM_MAX_TARGETS = 3  # spaces a routed read searches at most, unless the re
 class RoutingSpec:
     """Routing across spaces (``route="auto"``; ``memory_core/routing/``).
 
-    ``router``: ``description`` (query vs space-description embedding similarity), ``evidence``
-    (how strongly each space's own memories match, through the dense and BM25 channels) or
-    ``learned`` (a calibrated scikit-learn model over both routers' features, loaded from
-    ``model_path``, trained by ``experiments.routing``). Each router gives every eligible space a
-    ``fit`` (absolute match strength) and a ``confidence`` (softmax of the router's logit at
-    ``temperature``, or the learned model's calibrated probability). Abstention: no space with
+    ``router`` (:class:`RouterName`): ``description`` (query vs space-description embedding
+    similarity), ``evidence`` (how strongly each space's own memories match, through the dense
+    and BM25 channels) or ``learned`` (a calibrated scikit-learn model over both routers'
+    features, loaded from ``model_path``, trained by ``experiments.routing``). Each router
+    gives every eligible space a ``fit`` (absolute match strength) and a ``confidence``
+    (softmax of the router's logit at ``temperature``, or the learned model's calibrated
+    probability). Abstention: no space with
     ``fit >= min_fit`` is ``no_space_fits``; a best confidence under ``min_confidence`` is
     ``low_confidence``. Besides the best space, a space is searched only with confidence
     ``>= extra_confidence`` (and fit ``>= min_fit``), up to ``max_targets`` spaces (the engine
@@ -168,7 +193,7 @@ class RoutingSpec:
 
     # defaults: the evidence router with the routing experiment's pooled calibration (MiniLM)
     enabled: bool = True
-    router: str = "evidence"
+    router: RouterName = RouterName.EVIDENCE
     max_targets: int | None = None
     min_fit: float = 0.394759
     min_confidence: float = 0.584797
@@ -179,8 +204,8 @@ class RoutingSpec:
     model_path: str | None = None
 
     def __post_init__(self) -> None:
-        if self.router not in ROUTERS:
-            raise ValueError(f"unknown routing.router {self.router!r}; valid: {', '.join(ROUTERS)}")
+        object.__setattr__(self, "router", parse_choice(RouterName, self.router,
+                                                        "routing.router"))
         if self.max_targets is not None and (isinstance(self.max_targets, bool) or not isinstance(
                 self.max_targets, int) or self.max_targets < 1):
             raise ValueError(f"routing.max_targets must be a positive integer or null, got "
@@ -216,11 +241,11 @@ class EngineSpec:
     trace: TraceSpec = field(default_factory=TraceSpec)
     limits: LimitsSpec = field(default_factory=LimitsSpec)
     # request ``channels`` default: hybrid (all channels on in ``channels``) | vector | bm25 | graph
-    default_channels: str = "hybrid"
+    default_channels: Retrieval = Retrieval.HYBRID
     # "fast": it wins on LoCoMo (raw turns and with observations, paired p < 0.05) against the
     # stacked scorer trained without LoCoMo (README "Accurate mode"); "accurate" needs its model,
     # and an engine without one serves requests that omit ``mode`` in fast mode, recorded
-    default_mode: str = "fast"
+    default_mode: Mode = Mode.FAST
     default_limit: int = 10
     max_limit: int = 50
     reserved_tag_prefix: str = "anona:"
@@ -230,9 +255,10 @@ class EngineSpec:
     pause_gc: bool = True
 
     def __post_init__(self) -> None:
-        if self.default_channels not in RETRIEVAL_CHANNELS:
-            raise ValueError(f"unknown default_channels {self.default_channels!r}; valid: "
-                             f"{', '.join(RETRIEVAL_CHANNELS)}")
+        object.__setattr__(self, "default_channels", parse_choice(
+            Retrieval, self.default_channels, "default_channels"))
+        object.__setattr__(self, "default_mode", parse_choice(Mode, self.default_mode,
+                                                              "default_mode"))
 
 
 def default_cache_dir(configured: str | None = None) -> Path:

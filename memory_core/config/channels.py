@@ -1,9 +1,22 @@
 """The channels' spec (``channels``): which candidate generators run and their pool depths
-(:mod:`memory_core.channels`)."""
+(:mod:`memory_core.channels`), and the dense index kind (:class:`DenseIndexKind`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
+
+from memory_core.config.choices import parse_choice
+
+
+class DenseIndexKind(StrEnum):
+    """``channels.dense_index``: which faiss index a space gets
+    (:mod:`memory_core.channels.dense`): ``flat`` exact, ``hnsw`` approximate, ``auto`` flat
+    below ``dense_ann_threshold`` memories and hnsw from there."""
+
+    AUTO = "auto"
+    FLAT = "flat"
+    HNSW = "hnsw"
 
 
 @dataclass(frozen=True)
@@ -49,7 +62,7 @@ class ChannelsSpec:
     # flat below dense_ann_threshold memories in a space and hnsw from there (threshold and
     # hnsw settings from benchmarks/scale.py); a filtered search whose eligible share is under
     # dense_ann_exact_share is exact over the hnsw's own vectors
-    dense_index: str = "auto"
+    dense_index: DenseIndexKind = DenseIndexKind.AUTO
     dense_ann_threshold: int = 50_000
     dense_hnsw_m: int = 32
     dense_hnsw_ef_construction: int = 64
@@ -90,6 +103,8 @@ class ChannelsSpec:
     keyword_index_threshold: int = 1_000
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "dense_index", parse_choice(DenseIndexKind, self.dense_index,
+                                                             "channels.dense_index"))
         w = self.keyword_context_weight
         if not (isinstance(w, (int, float)) and 0.0 <= w <= 10.0):
             raise ValueError(f"channels.keyword_context_weight must be within [0, 10], got {w!r}")

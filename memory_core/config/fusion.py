@@ -1,10 +1,31 @@
 """Fusion's spec (``fusion``): the method, the norm, the channel weights, the boosts after
-fusion and score completion (:mod:`memory_core.fusion`)."""
+fusion and score completion (:mod:`memory_core.fusion`), and its two closed choices
+(:class:`FusionMethod`, :class:`Norm`)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
+
+from memory_core.config.choices import parse_choice
+
+
+class FusionMethod(StrEnum):
+    """``fusion.method``: how the channels' lists become one (:data:`memory_core.fusion.FUSERS`)."""
+
+    RRF = "rrf"
+    WEIGHTED = "weighted"
+
+
+class Norm(StrEnum):
+    """``fusion.norm``: how the weighted sum puts a list's scores on a common scale
+    (:func:`memory_core.fusion.normalize.normalize`, whose docstring has the formulas)."""
+
+    MINMAX = "minmax"
+    ZSCORE = "zscore"
+    THEORETICAL = "theoretical"
+    ANCHORED = "anchored"
 
 
 # the channels whose scores fusion.complete can fill in for pooled memories they did not list
@@ -15,9 +36,10 @@ COMPLETABLE = ("dense", "keyword")
 class FusionSpec:
     """Fusion over the union of every channel's candidates.
 
-    ``method``: ``rrf`` (reciprocal rank, ``rrf_k``) or ``weighted`` (weighted sum of
-    per-channel scores normalised by ``norm``: ``minmax`` | ``zscore``; a channel missing from
-    ``weights`` weighs 1.0). See ``memory_core/fusion/``.
+    ``method`` (:class:`FusionMethod`): ``rrf`` (reciprocal rank, ``rrf_k``) or ``weighted``
+    (weighted sum of per-channel scores normalised by ``norm``, :class:`Norm`: ``minmax`` |
+    ``zscore`` | ``theoretical`` | ``anchored``; a channel missing from ``weights`` weighs 1.0).
+    See ``memory_core/fusion/``.
     """
 
     # default: a weighted sum (RRF let the weaker MiniLM list dilute BM25 on conversation
@@ -29,9 +51,9 @@ class FusionSpec:
     # 0.25-1, graph 0-1) and person_weight were chosen on LongMemEval oracle outside S
     # (data=longmemeval_pooled) and the synthetic world; docs/recorded_figures.md "Fusion that
     # keeps a hit apart from a miss"
-    method: str = "weighted"
+    method: FusionMethod = FusionMethod.WEIGHTED
     rrf_k: int = 60
-    norm: str = "theoretical"
+    norm: Norm = Norm.THEORETICAL
     weights: Mapping[str, float] = field(default_factory=lambda: {
         "dense": 1.0, "keyword": 1.0, "temporal": 0.5, "graph": 0.25, "recency": 0.2})
     # after fusion (memory_core/fusion/boost.py): a memory also scores by the best fused score
@@ -88,11 +110,9 @@ class FusionSpec:
                 raise ValueError(f"fusion.{name} must be a non-empty role name")
         if self.asker_role == self.agent_role:
             raise ValueError("fusion.asker_role and fusion.agent_role must differ")
-        if self.method not in ("rrf", "weighted"):
-            raise ValueError(f"unknown fusion method {self.method!r}; valid: rrf, weighted")
-        if self.norm not in ("minmax", "zscore", "theoretical", "anchored"):
-            raise ValueError(f"unknown fusion norm {self.norm!r}; valid: minmax, zscore, "
-                             "theoretical, anchored")
+        object.__setattr__(self, "method", parse_choice(FusionMethod, self.method,
+                                                        "fusion.method"))
+        object.__setattr__(self, "norm", parse_choice(Norm, self.norm, "fusion.norm"))
         if isinstance(self.complete, str) or not isinstance(self.complete, (list, tuple)) \
                 or not all(isinstance(c, str) for c in self.complete):
             raise ValueError(f"fusion.complete must be a list of channel names, got "

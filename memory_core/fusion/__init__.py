@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 
-from memory_core.config import FusionSpec
+from memory_core.config import FusionMethod, FusionSpec
 from memory_core.fusion.rrf import rrf
 from memory_core.fusion.weighted import list_terms, weighted_sum
 from memory_core.types import Candidate
@@ -17,10 +17,10 @@ from memory_core.types import Candidate
 Completed = Mapping[str, Mapping[str, float]]
 Fuser = Callable[[Sequence[Sequence[Candidate]], FusionSpec, "Completed | None"], list[Candidate]]
 
-FUSERS: Mapping[str, Fuser] = MappingProxyType({
-    "rrf": lambda lists, spec, completed: rrf(lists, k=spec.rrf_k),
-    "weighted": lambda lists, spec, completed: weighted_sum(lists, spec.weights, spec.norm,
-                                                            completed),
+FUSERS: Mapping[FusionMethod, Fuser] = MappingProxyType({
+    FusionMethod.RRF: lambda lists, spec, completed: rrf(lists, k=spec.rrf_k),
+    FusionMethod.WEIGHTED: lambda lists, spec, completed: weighted_sum(
+        lists, spec.weights, spec.norm, completed),
 })
 
 
@@ -30,12 +30,7 @@ def fuse(lists: Sequence[Sequence[Candidate]], spec: FusionSpec,
     ``completed`` (per channel, scores of pooled memories it did not list; ``fusion.complete``)
     is read by the weighted sum; RRF fuses ranks, which a completed score does not have, so it
     leaves them out."""
-    try:
-        fuser = FUSERS[spec.method]
-    except KeyError:
-        raise ValueError(f"unknown fusion method {spec.method!r}; valid: "
-                         f"{', '.join(FUSERS)}") from None
-    return fuser(lists, spec, completed)
+    return FUSERS[spec.method](lists, spec, completed)  # FusionSpec holds a FusionMethod
 
 
 def terms_of(lst: Sequence[Candidate], spec: FusionSpec) -> dict[str, float]:
@@ -48,6 +43,6 @@ def terms_of(lst: Sequence[Candidate], spec: FusionSpec) -> dict[str, float]:
         >>> terms_of(rec, FusionSpec(method="rrf", rrf_k=60))
         {'a': 0.01639344262295082}
     """
-    if spec.method == "rrf":
+    if spec.method is FusionMethod.RRF:
         return {c.memory_id: 1.0 / (spec.rrf_k + c.rank) for c in lst}
     return list_terms(lst, spec.weights, spec.norm)

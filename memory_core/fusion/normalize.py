@@ -40,19 +40,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from enum import StrEnum
 from types import MappingProxyType
 
+from memory_core.config.choices import parse_choice
+from memory_core.config.fusion import Norm
 from memory_core.types import Candidate
-
-
-class Norm(StrEnum):
-    """How :func:`normalize` puts a list's scores on a common scale."""
-
-    MINMAX = "minmax"
-    ZSCORE = "zscore"
-    THEORETICAL = "theoretical"
-    ANCHORED = "anchored"
 
 
 # the normalised score of a memory a channel did not list, per norm (None: the list's lowest)
@@ -150,11 +142,7 @@ def parse_norm(norm: Norm | str) -> Norm:
     >>> parse_norm("theoretical")
     <Norm.THEORETICAL: 'theoretical'>
     """
-    try:
-        return Norm(norm)
-    except ValueError:
-        raise ValueError(f"unknown score normalisation {norm!r}; valid: "
-                         f"{', '.join(n.value for n in Norm)}") from None
+    return parse_choice(Norm, norm, "score normalisation")
 
 
 def normalized_values(scores: Sequence[float], norm: Norm | str,

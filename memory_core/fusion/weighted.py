@@ -43,7 +43,8 @@ import math
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 
-from memory_core.fusion.normalize import ABSENT, Norm, normalized_values, parse_norm
+from memory_core.config.fusion import Norm
+from memory_core.fusion.normalize import ABSENT, normalized_values, parse_norm
 from memory_core.fusion.provenance import merge_provenance
 from memory_core.types import Candidate, Channel, new_candidate
 

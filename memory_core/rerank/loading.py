@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from memory_core.config import EngineSpec, RerankSpec
+from memory_core.config import EngineSpec, RerankScorer, RerankSpec
 from memory_core.embed import Embedder
 from memory_core.errors import MemoryCoreError
 from memory_core.rerank.cross_encoder import Reranker
@@ -32,7 +32,7 @@ def load_scorers(spec: EngineSpec, reranker: Reranker | None, scorer: RelevanceM
     loaded on first use; see :mod:`memory_core.rerank.models`), which a stacked model trained
     with the cross-encoder feature needs too."""
     unavailable = None
-    stacked = spec.rerank.scorer == "stacked"
+    stacked = spec.rerank.scorer is RerankScorer.STACKED
     if stacked and scorer is None:
         try:
             scorer = load_stacked(spec.rerank.stacked_model)
@@ -50,7 +50,7 @@ def load_scorers(spec: EngineSpec, reranker: Reranker | None, scorer: RelevanceM
 def accurate_unavailable(spec: EngineSpec, reranker: Reranker | None,
                          scorer: RelevanceModel | None, reason: str | None) -> str | None:
     """Why accurate mode cannot run with these parts (None when it can)."""
-    if spec.rerank.scorer == "stacked":
+    if spec.rerank.scorer is RerankScorer.STACKED:
         if scorer is None:
             return reason or "no stacked relevance model was given to this engine"
         if scorer.uses_cross_encoder and reranker is None:
@@ -72,7 +72,7 @@ def models_in_use(spec: EngineSpec, embedder: Embedder, reranker: Reranker | Non
         "unused (rerank.scorer=stacked without the cross-encoder feature)"})}
     if query_adapter is not None:
         out["query_adapter"] = query_adapter.identity()
-    if spec.rerank.scorer == "stacked":
+    if spec.rerank.scorer is RerankScorer.STACKED:
         out["scorer"] = (scorer.identity() if scorer is not None
                          else {"unavailable": unavailable})
     return out

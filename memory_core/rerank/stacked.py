@@ -52,6 +52,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from memory_core.config import RerankScorer
 from memory_core.errors import MemoryCoreError, invalid
 from memory_core.rerank.features import FEATURE_NAMES, FeatureMismatch, check_names
 from memory_core.rerank.pool import checked_scores, score_head
@@ -141,7 +142,7 @@ class StackedModel:
 
     def identity(self) -> dict[str, Any]:
         card = self.card or {}
-        return {"model": self.path, "scorer": "stacked", "id": self.model_id,
+        return {"model": self.path, "scorer": RerankScorer.STACKED.value, "id": self.model_id,
                 "sha256": self.sha256, "name": card.get("name"), "features": list(self.names),
                 "evaluator": self.evaluator, "card": card or None}
 

@@ -18,7 +18,7 @@ import numpy as np
 from memory_core import times
 from memory_core.errors import invalid
 from memory_core.rerank import features as rerank_features
-from memory_core.config import EngineSpec
+from memory_core.config import EngineSpec, OnFailure, RerankScorer, parse_choice
 from memory_core.rerank.cross_encoder import Reranker, rerank_pool
 from memory_core.rerank.identity import score_by_rank
 from memory_core.rerank.stacked import RelevanceModel, score_pool
@@ -68,19 +68,20 @@ def by_position(ranked: Ranked, limit: int) -> Scored:
 
 
 def rerank(comp: ScoringParts, request: RetrieveRequest, ranked: Ranked,
-           on_failure: str | None = None, now: Any = None,
+           on_failure: OnFailure | str | None = None, now: Any = None,
            window: times.Window | None = None) -> Scored:
     """Accurate mode: the top ``rerank.pool`` candidates scored by ``rerank.scorer``.
 
     Any failure of the scorer (loading, scoring, a malformed score list) is either a 422
     ``reranker_failed`` (``rerank.on_failure: error``) or, with ``fallback``, fast-mode position
-    scores plus a :class:`FallbackTrace`, which the receipt and the response carry. Never
-    silent. The :class:`RerankTrace` records the scorer, the model id, pool, timing and
-    (stacked) the feature names; :func:`with_rows` adds the returned candidates' rows once the
-    cuts are done.
+    scores plus a :class:`FallbackTrace`, which the receipt and the response carry
+    (``on_failure``, an :class:`~memory_core.config.OnFailure` or its string, overrides the
+    setting). Never silent. The :class:`RerankTrace` records the scorer, the model id, pool,
+    timing and (stacked) the feature names; :func:`with_rows` adds the returned candidates'
+    rows once the cuts are done.
     """
     spec = comp.spec.rerank
-    stacked = spec.scorer == "stacked"
+    stacked = spec.scorer is RerankScorer.STACKED
     pooled = ranked.candidates[:spec.pool]
     memories = comp.store.get_memories(require_rowid(c.memory_id) for c in pooled)
     by_id = {c.memory_id: memories[require_rowid(c.memory_id)] for c in pooled}
@@ -98,19 +99,20 @@ def rerank(comp: ScoringParts, request: RetrieveRequest, ranked: Ranked,
     except Exception as exc:  # any scorer failure: raised as 422 or recorded as a fallback
         reason = f"{type(exc).__name__}: {exc}"
         what = "the stacked relevance model" if stacked else "the cross-encoder"
-        if (on_failure or spec.on_failure) == "error":
+        if parse_choice(OnFailure, on_failure or spec.on_failure, "on_failure") \
+                is OnFailure.ERROR:
             raise invalid("reranker_failed", f"{what} failed ({reason}); set "
                           "rerank.on_failure=fallback to serve fast-mode scores instead",
                           "mode") from exc
         return Scored(score_by_rank(ranked, request.limit),
-                      RerankTrace("fallback", spec.scorer, spec.pool, 0),
+                      RerankTrace("fallback", spec.scorer.value, spec.pool, 0),
                       FallbackTrace("rerank", Mode.ACCURATE.value
                                     if request.mode is Mode.ACCURATE else "escalation rerank",
                                     Mode.FAST.value, reason))
     model = (comp.scorer.identity() if stacked and comp.scorer is not None
              else comp.reranker.identity() if comp.reranker is not None else {})
     return Scored(out, RerankTrace(
-        "ok", spec.scorer, spec.pool, len(pooled), model.get("id") or model.get("model"),
+        "ok", spec.scorer.value, spec.pool, len(pooled), model.get("id") or model.get("model"),
         len(ranked.candidates) - len(pooled), round((time.perf_counter() - t0) * 1000, 3),
         names), feature_rows=rows)
 

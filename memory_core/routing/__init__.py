@@ -1,6 +1,7 @@
 """Routing across spaces (``route="auto"``): pluggable routers, abstention, ``max_targets``.
 
-Routers (one module each, chosen by ``routing.router``; :data:`ROUTERS` is the registry):
+Routers (one module each, chosen by ``routing.router``, a
+:class:`~memory_core.config.RouterName`; :data:`ROUTERS` is the registry, keyed by it):
 
 - ``description`` (:mod:`.description`): query vs space-description embedding similarity;
 - ``evidence`` (:mod:`.evidence`): how strongly each space's own memories match, via the channels;
@@ -16,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
-from memory_core.config import PLATFORM_MAX_TARGETS, RoutingSpec
+from memory_core.config import PLATFORM_MAX_TARGETS, RouterName, RoutingSpec
 from memory_core.embed import Embedder
 from memory_core.routing.abstain import decide
 from memory_core.routing.base import (ABSTENTIONS, RouteDecision, RouteQuery, RouteReason, Router,
@@ -27,23 +28,18 @@ from memory_core.routing.learned import LearnedRouter
 
 RouterFactory = Callable[[RoutingSpec, Embedder], Router]
 
-ROUTERS: Mapping[str, RouterFactory] = MappingProxyType({
-    "description": lambda spec, emb: DescriptionRouter(emb, spec.temperature),
-    "evidence": lambda spec, emb: EvidenceRouter(spec.temperature, spec.keyword_weight),
-    "learned": lambda spec, emb: LearnedRouter(DescriptionRouter(emb, spec.temperature),
-                                               EvidenceRouter(spec.temperature,
-                                                              spec.keyword_weight),
-                                               spec.model_path),
+ROUTERS: Mapping[RouterName, RouterFactory] = MappingProxyType({
+    RouterName.DESCRIPTION: lambda spec, emb: DescriptionRouter(emb, spec.temperature),
+    RouterName.EVIDENCE: lambda spec, emb: EvidenceRouter(spec.temperature, spec.keyword_weight),
+    RouterName.LEARNED: lambda spec, emb: LearnedRouter(
+        DescriptionRouter(emb, spec.temperature),
+        EvidenceRouter(spec.temperature, spec.keyword_weight), spec.model_path),
 })
 
 
 def build_router(spec: RoutingSpec, embedder: Embedder) -> Router:
     """The router ``spec.router`` names (a learned router loads its model on first use)."""
-    try:
-        factory = ROUTERS[spec.router]
-    except KeyError:
-        raise ValueError(f"unknown router {spec.router!r}; valid: {', '.join(ROUTERS)}") from None
-    return factory(spec, embedder)
+    return ROUTERS[spec.router](spec, embedder)  # RoutingSpec holds a RouterName
 
 
 def thresholds_of(spec: RoutingSpec) -> Thresholds:

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from memory_core.config import RouterName
 from memory_core.embed import Embedder
 from memory_core.routing.base import RouteQuery, SpaceScore, softmax
 from memory_core.types import Space, frozen_map
@@ -27,7 +28,7 @@ def description_text(space: Space) -> str:
 class DescriptionRouter:
     """Space-description embedding similarity (see the module docstring)."""
 
-    name = "description"
+    name = RouterName.DESCRIPTION.value
 
     def __init__(self, embedder: Embedder, temperature: float = 0.05):
         if temperature <= 0:

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from memory_core.config import RouterName
 from memory_core.routing.base import RouteQuery, SpaceEvidence, SpaceScore, softmax
 from memory_core.types import Space, frozen_map
 
@@ -39,7 +40,7 @@ def evidence_features(ev: SpaceEvidence) -> dict[str, float]:
 class EvidenceRouter:
     """Memory-level evidence through the channels (see the module docstring)."""
 
-    name = "evidence"
+    name = RouterName.EVIDENCE.value
 
     def __init__(self, temperature: float = 0.05, keyword_weight: float = 0.1):
         if temperature <= 0:

@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from memory_core.config import RouterName
 from memory_core.routing.base import (RouteQuery, RouterUnavailable, SpaceScore, logit_of,
                                       rank_order)
 from memory_core.routing.description import DescriptionRouter
@@ -147,7 +148,7 @@ def load_model(path: str | Path | None) -> tuple[Any, dict[str, Any]]:
 class LearnedRouter:
     """Calibrated probabilities over the description and evidence routers' signals."""
 
-    name = "learned"
+    name = RouterName.LEARNED.value
 
     def __init__(self, description: DescriptionRouter, evidence: EvidenceRouter,
                  model_path: str | Path | None = None, model: Any = None):

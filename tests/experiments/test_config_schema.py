@@ -192,3 +192,50 @@ def test_every_preset_runner_is_in_the_runners_table(tmp_path):
     assert runners == set(RUNNERS)
     with pytest.raises(ValueError, match="unknown runner 'nope'"):
         run_experiment(_compose(["runner=nope"]), tmp_path)
+
+
+@pytest.mark.parametrize(("override", "valid"), [
+    ("rerank.scorer=stackd", "stacked, cross_encoder"),
+    ("rerank.on_failure=ignore", "error, fallback"),
+    ("routing.router=psychic", "description, evidence, learned"),
+    ("fusion.method=sum", "rrf, weighted"),
+    ("fusion.norm=softmax", "minmax, zscore, theoretical, anchored"),
+    ("channels.dense_index=annoy", "auto, flat, hnsw"),
+    ("engine.default_mode=slow", "accurate, fast"),
+    ("engine.default_channels=all", "hybrid, vector, bm25, graph"),
+])
+def test_a_misspelled_choice_fails_when_composed_naming_the_valid_values(override, valid):
+    """A closed choice of the specs is checked when the config is composed, against the
+    values the YAML writes (experiments.config.schema_enum)."""
+    with pytest.raises(ConfigCompositionException) as info:
+        _compose([override])
+    message = f"{info.value}\n{info.value.__cause__}"
+    key, _, bad = override.partition("=")
+    assert f"Invalid value '{bad}', expected one of [{valid}]" in message, message
+    assert key in message
+
+
+def test_choices_compose_from_their_yaml_values_and_come_back_as_strings():
+    """``rerank=cross_encoder``, ``fusion=rrf`` and the others compose (the YAML writes the
+    values), reach the spec as its enum, and read back as plain strings (``to_plain``, the
+    YAML Hydra saves), as before the choices were enums."""
+    from memory_core.config import FusionMethod, RerankScorer, RouterName
+    from memory_core.types import Mode
+
+    cfg = _compose(["rerank=cross_encoder", "fusion=rrf", "routing=learned",
+                    "engine.default_mode=accurate", "channels.dense_index=hnsw"])
+    spec = engine_spec(cfg)
+    assert spec.rerank.scorer is RerankScorer.CROSS_ENCODER
+    assert spec.fusion.method is FusionMethod.RRF
+    assert spec.routing.router is RouterName.LEARNED
+    assert spec.default_mode is Mode.ACCURATE
+    plain = to_plain(cfg)
+    values = [plain["rerank"]["scorer"], plain["fusion"]["method"], plain["fusion"]["norm"],
+              plain["routing"]["router"], plain["channels"]["dense_index"],
+              plain["engine"]["default_mode"], plain["engine"]["default_channels"]]
+    assert values == ["cross_encoder", "rrf", "theoretical", "learned", "hnsw", "accurate",
+                      "hybrid"]
+    assert all(type(v) is str for v in values)
+    saved = yaml.safe_load(OmegaConf.to_yaml(cfg))
+    assert saved["rerank"]["scorer"] == "cross_encoder" and saved["fusion"]["norm"] == \
+        "theoretical" and saved["engine"]["default_mode"] == "accurate"
