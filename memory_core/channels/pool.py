@@ -18,7 +18,7 @@ import numpy as np
 from memory_core import times
 from memory_core.channels import keyword, registry
 from memory_core.channels.base import ChannelContext, SearchParts, Stage
-from memory_core.config import FusionSpec
+from memory_core.config import FusionMethod, FusionSpec
 from memory_core.errors import MemoryCoreError
 from memory_core.fusion import fuse, terms_of
 from memory_core.fusion.boost import boosted
@@ -65,7 +65,8 @@ def candidates_for_space(comp: SearchParts, request: RetrieveRequest, space_id: 
     top_cosine = entity_match = graph_skipped = None
     matched: tuple[Any, Any] | None = None  # every row the keyword search scored (postings)
     gaps: dict[str, float] = {}
-    completing = ctx.hybrid and bool(spec.fusion.complete) and spec.fusion.method == "weighted"
+    completing = (ctx.hybrid and bool(spec.fusion.complete)
+                  and spec.fusion.method is FusionMethod.WEIGHTED)
     completed: dict[str, dict[str, float]] = {}
     asked: dict[str, set[str]] = {}
 
