@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memory_core.channels.dense import DenseIndex
+from memory_core.channels.keyword_postings import index_written
 from memory_core.config import EngineSpec
 from memory_core.results.dedup import minhash_signature
 from memory_core.embed import Embedder, content_hash
@@ -73,6 +74,7 @@ class Writer:
         with self.dense.writing(space_id):  # indexed once (channels/dense.py)
             rowids = self.store.insert_batch(new)
             self.dense.add(space_id, rowids, vectors)
+        index_written(self.store, self.spec.channels, space_id)
         return [f"mem_{r}" for r, (_, i, _) in zip(rowids, pieces, strict=True) if i == 0]
 
     def observe(self, space_id: str, content: str, source_ids: Sequence[str],

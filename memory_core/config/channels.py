@@ -101,6 +101,11 @@ class ChannelsSpec:
     # 1k 0.6 / 0.4 ms, 3k 1.2 / 0.5, 10k 6.9 / 1.0, 100k 68 / 1.9, 1M 541 / 9.7
     keyword_index: str = "auto"
     keyword_index_threshold: int = 1_000
+    # a write brings the written space's postings up to date with its own rows (where the
+    # space's reads use postings, with the keyword channel on), so the first read after a write
+    # burst pays no build: measured on LongMemEval S haystacks (benchmarks/floor_haystacks.py,
+    # issue 37). Off: built on the space's first search, as before; the scores are the same
+    keyword_index_on_write: bool = True
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "dense_index", parse_choice(DenseIndexKind, self.dense_index,

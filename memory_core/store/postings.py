@@ -68,8 +68,9 @@ class Fts5Tokenizer:
             db.execute("BEGIN")
             try:
                 db.executemany("INSERT INTO t(rowid, x) VALUES (?, ?)", rows)
-                pairs = db.execute("SELECT term, doc, COUNT(*) FROM v GROUP BY term, doc"
-                                   ).fetchall()
+                # grouped by term (PostingState.extended takes each term's run as it comes)
+                pairs = db.execute("SELECT term, doc, COUNT(*) FROM v GROUP BY term, doc "
+                                   "ORDER BY term, doc").fetchall()
                 sizes = dict(db.execute("SELECT doc, COUNT(*) FROM v GROUP BY doc").fetchall()
                              ) if lengths else {}
             finally:
@@ -186,7 +187,7 @@ class PostingState:
         if first and len(rows) and new_ids[0] <= self.rowids[-1]:
             raise RuntimeError("rows must arrive in ascending rowid order")  # rowids only grow
         lengths = np.zeros(len(rows), dtype=np.float64)
-        grouped: dict[str, tuple[list[int], list[int]]] = {}
+        terms = dict(self.terms)
         for i in range(0, len(rows), _CHUNK):
             # keys are 1-based positions (FTS5 rowids), so position = key - 1
             chunk = [(first + i + j + 1, text)
@@ -194,21 +195,20 @@ class PostingState:
             pairs, lens = tokenizer.counts(chunk)
             for key, n in lens.items():
                 lengths[key - 1 - first] = n
-            for term, key, n in pairs:
-                slot = grouped.get(term)
-                if slot is None:
-                    grouped[term] = slot = ([], [])
-                slot[0].append(key - 1)
-                slot[1].append(n)
-        terms = dict(self.terms)
-        for term, (ps, ns) in grouped.items():
-            order = np.argsort(ps, kind="stable")
-            parts = (*terms.get(term, ()), TermHits(np.asarray(ps, dtype=np.int64)[order],
-                                                    np.asarray(ns, dtype=np.float64)[order]))
-            if len(parts) > 8:  # few pieces per term: merged now and then (amortised)
-                parts = (TermHits(np.concatenate([h.pos for h in parts]),
-                                  np.concatenate([h.tf for h in parts])),)
-            terms[term] = parts
+            if not pairs:
+                continue
+            # (term, key, count) in term then key order: each term's run is one slice of two
+            # arrays, positions already ascending (chunks arrive in position order too)
+            names, keys, counts = zip(*pairs, strict=True)
+            pos = np.asarray(keys, dtype=np.int64) - 1
+            tf = np.asarray(counts, dtype=np.float64)
+            starts = [0, *(j for j in range(1, len(names)) if names[j] != names[j - 1])]
+            for a, b in zip(starts, [*starts[1:], len(names)], strict=True):
+                parts = (*terms.get(names[a], ()), TermHits(pos[a:b], tf[a:b]))
+                if len(parts) > 8:  # few pieces per term: merged now and then (amortised)
+                    parts = (TermHits(np.concatenate([h.pos for h in parts]),
+                                      np.concatenate([h.tf for h in parts])),)
+                terms[names[a]] = parts
         rowids = np.concatenate([self.rowids, new_ids])
         pad = np.full(len(rows), -1, dtype=np.int64)
         prev = np.concatenate([self.prev, pad])

@@ -39,10 +39,11 @@ def _items(rng: random.Random, n: int, sessions: int) -> list[dict]:
     return out
 
 
-def _engine(hash_embedder, index: str, seed: int = 0, batches: int = 3) -> MemoryEngine:
+def _engine(hash_embedder, index: str, seed: int = 0, batches: int = 3,
+            on_write: bool = True) -> MemoryEngine:
     spec = EngineSpec()
-    spec = dataclasses.replace(spec, channels=dataclasses.replace(spec.channels,
-                                                                  keyword_index=index))
+    spec = dataclasses.replace(spec, channels=dataclasses.replace(
+        spec.channels, keyword_index=index, keyword_index_on_write=on_write))
     eng = MemoryEngine.open(":memory:", spec, embedder=hash_embedder)
     rng = random.Random(seed)
     for s in SPACES:
@@ -82,10 +83,13 @@ def test_postings_give_fts5s_scores(hash_embedder, idf, weight):
         eng.close()
 
 
-def test_postings_stay_exact_as_turns_arrive(hash_embedder):
+@pytest.mark.parametrize("on_write", [True, False], ids=["refreshed_by_writes",
+                                                      "refreshed_by_searches"])
+def test_postings_stay_exact_as_turns_arrive(hash_embedder, on_write):
     """Small writes (each turn's neighbours read one by one) and a large one (all at once)
-    between searches: new turns land inside sessions, so older turns' contexts change."""
-    eng = _engine(hash_embedder, "postings", seed=3, batches=1)
+    between searches: new turns land inside sessions, so older turns' contexts change. The
+    postings catch up in the write (``keyword_index_on_write``) or in the next search."""
+    eng = _engine(hash_embedder, "postings", seed=3, batches=1, on_write=on_write)
     rng = random.Random(9)
     try:
         for step in range(6):
@@ -280,6 +284,54 @@ def test_auto_uses_the_postings_from_the_threshold(hash_embedder):
             keyword.search(eng.store, "a", QUERIES[0], SqlFilter(), 30, 0.4, idf="space",
                            index="auto", index_threshold=threshold)
             assert ("a" in eng.store._postings) is built
+    finally:
+        eng.close()
+
+
+@pytest.mark.parametrize(("index", "on_write", "fresh"), [
+    ("postings", True, True), ("postings", False, False), ("fts5", True, False),
+    ("auto", True, False)])  # auto: the store is under keyword_index_threshold (1,000 rows)
+def test_a_write_brings_the_spaces_postings_up_to_date(hash_embedder, index, on_write, fresh):
+    """Where the space's searches score from postings, a write leaves them at the space's
+    version (its next search refreshes nothing); elsewhere nothing is built."""
+    eng = _engine(hash_embedder, index, batches=2, on_write=on_write)
+    try:
+        state = eng.store.current_postings("a")
+        assert (state is not None and state.version == eng.store.space_version("a")) is fresh
+        if fresh:
+            assert state is not None and state.size == len(eng.store.rows_after("a", 0))
+            for q in QUERIES[:3]:  # and they score as FTS5 does
+                _same(*_both(eng.store, "a", q, SqlFilter(), 0.4, "space", ()))
+            assert eng.store.current_postings("a") is state  # the search refreshed nothing
+    finally:
+        eng.close()
+
+
+def test_a_build_in_many_chunks_equals_one_in_one(hash_embedder, monkeypatch):
+    """Rows tokenized in several statement batches (a term's postings then come in several
+    pieces) give every term the same positions and counts as one batch."""
+    from memory_core.store import postings
+
+    eng = _engine(hash_embedder, "fts5", batches=3)
+    try:
+        def build():
+            index = postings.PostingIndex("a", Fts5Tokenizer())
+            return index.refresh(eng.store, eng.store.read_snapshot)
+
+        whole = build()
+        monkeypatch.setattr(postings, "_CHUNK", 7)
+        pieces = build()
+        assert whole.size == pieces.size > 7 * 3
+        assert max(len(p) for p in pieces.terms.values()) > 1
+        assert set(whole.terms) == set(pieces.terms)
+        for term in whole.terms:
+            a, b = whole.hits(term), pieces.hits(term)
+            assert a is not None and b is not None
+            assert np.array_equal(a.pos, b.pos) and np.array_equal(a.tf, b.tf)
+            assert np.all(np.diff(b.pos) > 0)
+        assert np.array_equal(whole.length, pieces.length)
+        assert np.array_equal(whole.prev, pieces.prev) and np.array_equal(whole.next,
+                                                                          pieces.next)
     finally:
         eng.close()
 
