@@ -58,7 +58,8 @@ def run_expand(run: RunConfig, run_dir: Path, embedder: Embedder | None = None
     rows: list[dict[str, Any]] = []
     trec: list[dict[str, Any]] = []
     with MemoryEngine.open(run_dir / "store", run.engine, embedder=embedder) as engine:
-        ids = ingest(engine, dataset, progress=run.progress)
+        ids = ingest(engine, dataset, progress=run.progress,
+                     write_fields=run.data.write_fields)
         queries = multi_subject_queries(dataset, ids)
         if ev.limit_queries:
             queries = queries[:int(ev.limit_queries)]

@@ -296,7 +296,8 @@ def run_retrieval(run: RunConfig, run_dir: Path) -> dict[str, Any]:
                         keys=dataset.memory_keys()) if reused else None  # eval.reuse_store
     with MemoryEngine.open(run_dir / "store", spec) as engine:
         if ids is None:
-            ids = ingest(engine, dataset, progress=run.progress)
+            ids = ingest(engine, dataset, progress=run.progress,
+                         write_fields=run.data.write_fields)
         ingest_s = time.perf_counter() - t0
         reuse.save(run_dir, ids, store_print)
         queries, skipped = scorable(dataset, ids)

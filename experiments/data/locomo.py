@@ -211,6 +211,10 @@ class LocomoData:
     exclude_conversations_of: Mapping[str, Any] | None = None
     merge_haystacks: int | None = None
     merge_seed: int | None = None
+    # what ingest writes of each turn (experiments/ingest.py WRITE_FIELDS): None everything the
+    # loader gives; a list writes content, timestamp, tags and user only, plus those of
+    # session_id / role / speaker named (the shapes a user sends; issue 38)
+    write_fields: tuple[str, ...] | None = None
 
 
 def load_locomo(

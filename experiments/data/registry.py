@@ -9,7 +9,7 @@ transforms every real set takes (:mod:`experiments.data.pooled`).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -50,6 +50,24 @@ def label_fields() -> frozenset[str]:
 TRANSFORM_KEYS = ("exclude_conversations_of", "merge_haystacks", "merge_seed")
 
 
+# what ``data.write_fields`` may name: the session id and the metadata keys a user may not send
+WRITE_FIELDS = ("session_id", "role", "speaker")
+
+
+def check_write_fields(write_fields: Sequence[str] | None) -> tuple[str, ...] | None:
+    """``write_fields`` as a tuple (None stays None); a ``ValueError`` naming any field that is
+    not one of :data:`WRITE_FIELDS`."""
+    if write_fields is None:
+        return None
+    if isinstance(write_fields, str):
+        raise ValueError(f"data.write_fields must be a list of fields, got {write_fields!r}")
+    unknown = sorted(set(write_fields) - set(WRITE_FIELDS))
+    if unknown:
+        raise ValueError(f"unknown data.write_fields {', '.join(unknown)}; valid: "
+                         f"{', '.join(WRITE_FIELDS)}")
+    return tuple(write_fields)
+
+
 def data_spec(block: Mapping[str, Any]) -> DataSpec:
     """The typed spec of a ``data`` block (its ``name`` picks the loader; lists become tuples;
     an unknown key is a ``ValueError``, an unknown name a :class:`DatasetError`)."""
@@ -60,6 +78,10 @@ def data_spec(block: Mapping[str, Any]) -> DataSpec:
     if name not in DATA_SPECS:
         raise DatasetError(f"unknown dataset {name!r}; known: {', '.join(NAMES)}")
     cls = DATA_SPECS[str(name)]
+    try:
+        check_write_fields(block.get("write_fields"))
+    except ValueError as exc:
+        raise DatasetError(str(exc)) from None
     return typed_spec(cls, block)
 
 

@@ -42,6 +42,10 @@ class SyntheticData:
 
     name: str = DATASET_NAME
     world: WorldSpec = field(default_factory=WorldSpec)
+    # what ingest writes of each turn (experiments/ingest.py WRITE_FIELDS): None everything the
+    # loader gives; a list writes content, timestamp, tags and user only, plus those of
+    # session_id / role / speaker named (the shapes a user sends; issue 38)
+    write_fields: tuple[str, ...] | None = None
 
 
 def parse_start(text: str) -> datetime:
