@@ -207,6 +207,15 @@ def run(queries: int, warmup: int, conversations: int | None, seed: int, work: P
     return report, (profile_text(prof) if profiled else "no queries profiled\n")
 
 
+def save_report(out: Path, name: str, report: dict[str, Any], profile: str) -> Path:
+    """``<out>/<time>/``, holding ``<name>.json`` (the report) and ``profile.txt``."""
+    out_dir = out / time.strftime("%Y-%m-%d_%H-%M-%S")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / f"{name}.json").write_text(json.dumps(report, indent=2) + "\n")
+    (out_dir / "profile.txt").write_text(profile)
+    return out_dir
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.floor",
                                      description=(__doc__ or "").split("\n\n")[0])
@@ -230,10 +239,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="memory-core-floor-") as tmp:
         report, prof = run(args.queries, args.warmup, args.conversations, args.seed, Path(tmp),
                            args.profile_queries, args.keyword_index, complete)
-    out_dir = args.out / time.strftime("%Y-%m-%d_%H-%M-%S")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "floor.json").write_text(json.dumps(report, indent=2) + "\n")
-    (out_dir / "profile.txt").write_text(prof)
+    out_dir = save_report(args.out, "floor", report, prof)
     s = report["latency"]
     print(f"{report['source']}: {report['memories']:,} memories in {report['spaces']} spaces, "
           f"{report['queries']} queries; threads {report['threads']}")

@@ -50,8 +50,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from tqdm.auto import tqdm
 
-from benchmarks.floor import profile_text, thread_settings
+from benchmarks.floor import profile_text, save_report, thread_settings
 from benchmarks.perf import percentiles
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -155,7 +156,8 @@ def run(data: str, haystacks: int, next_reads: int, ingest_haystacks: int,
     lat: dict[str, list[float]] = {k: [] for k in ("fast_first", "bare_first", "fast_next",
                                                    "bare_next", "write")}
     prof = cProfile.Profile()
-    for n, (asked, items) in enumerate(timed_cases + profiled_cases):
+    for n, (asked, items) in enumerate(tqdm(timed_cases + profiled_cases, desc="haystacks",
+                                            unit="haystack")):
         profiled = n >= len(timed_cases)
         space_id = f"haystack_{n}"
         vectors = shared.embed([it["content"] for it in items])
@@ -259,10 +261,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="memory-core-floor-haystacks-") as tmp:
         report, prof = run(args.data, args.haystacks, args.next_reads, args.ingest_haystacks,
                            args.profile_haystacks, Path(tmp))
-    out_dir = args.out / time.strftime("%Y-%m-%d_%H-%M-%S")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "floor_haystacks.json").write_text(json.dumps(report, indent=2) + "\n")
-    (out_dir / "profile.txt").write_text(prof)
+    out_dir = save_report(args.out, "floor_haystacks", report, prof)
     s = report["latency"]
     print(f"{report['dataset']}: {report['haystacks']} haystacks "
           f"(median {report['turns_per_haystack']['median']} turns), "
