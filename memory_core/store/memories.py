@@ -58,6 +58,8 @@ class NewMemory:
 # signatures kept in memory by ``minhashes`` (about 0.6 KB each at 64 permutations)
 MINHASH_ROWS_KEPT = 32_768
 
+MEMORY_ROWS_KEPT = 10_000  # built memories kept between reads (get_memories)
+
 _MEMORY_COLUMNS = ("m.rowid, m.space_id, m.content, m.content_hash, m.memory_type, m.passage_id, "
                    "m.document_id, m.metadata, m.entities, m.timestamp, m.recorded_at, "
                    "m.occurred_start, m.occurred_end, m.user_id, m.agent_id, m.session_id, "
@@ -112,8 +114,19 @@ class MemoryQueries(Database):
         return rowids
 
     def get_memories(self, rowids: Iterable[int]) -> dict[int, Memory]:
-        """Memories by row, with tags and source ids filled in."""
+        """Memories by row, with tags and source ids filled in. A memory never changes once
+        written (rows are only added) and :class:`Memory` is frozen, so each one built is kept
+        while the store's stamp stays put (:meth:`_stamped_cache`; past
+        :data:`MEMORY_ROWS_KEPT` a new cache starts): a space's next reads build only the rows
+        they have not met."""
+        kept: dict[int, Memory] = self._stamped_cache("_memory_rows", MEMORY_ROWS_KEPT)
         ids = sorted(set(rowids))
+        missing = [r for r in ids if r not in kept]
+        if missing:
+            kept.update(self._build_memories(missing))
+        return {r: kept[r] for r in ids if r in kept}  # ascending rowid, as the rows are read
+
+    def _build_memories(self, ids: list[int]) -> dict[int, Memory]:
         out: dict[int, Memory] = {}
         any_sources, any_tags = self._holdings()  # once, not per chunk
         for chunk in _chunks(ids, 500):

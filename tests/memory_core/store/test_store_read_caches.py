@@ -47,6 +47,51 @@ def test_caches_follow_writes_of_this_and_another_connection(tmp_path, hash_embe
         eng.close()
 
 
+def test_built_memories_are_kept_until_a_write(tmp_path, hash_embedder):
+    """``get_memories`` builds each row once while the stamp stays put: the next read of the
+    same rows runs no statement over ``memories`` and answers equal records, in rowid order;
+    a write (of this or another connection) starts over; a read inside a write transaction
+    keeps nothing."""
+    path = tmp_path / "store"
+    eng = MemoryEngine.open(path, embedder=hash_embedder)
+    try:
+        eng.create_space("s")
+        ids = eng.write_many("s", [{"content": f"turn {i}", "tags": ["t"] if i % 2 else []}
+                                   for i in range(6)])
+        rows = [int(m.removeprefix("mem_")) for m in ids]
+        store = eng.store
+        first = store.get_memories(reversed(rows))
+        assert list(first) == rows and [m.content for m in first.values()][:2] == [
+            "turn 0", "turn 1"]
+        statements: list[str] = []
+        store._conn.set_trace_callback(statements.append)
+        again = store.get_memories(rows[::2])
+        assert not [s for s in statements if "FROM memories m" in s]
+        assert again == {r: first[r] for r in rows[::2]}
+        assert store.get_memories([rows[0], rows[-1] + 50]) == {rows[0]: first[rows[0]]}
+        read = [s for s in statements if "FROM memories m" in s]
+        assert len(read) == 1 and read[0].endswith(f"IN ({rows[-1] + 50})")  # the absent row
+        assert all(again[r] is first[r] for r in again)
+        store._conn.set_trace_callback(None)
+
+        other = MemoryEngine.open(path, embedder=hash_embedder)
+        try:
+            (new,) = other.write_many("s", [{"content": "written elsewhere"}])
+        finally:
+            other.close()
+        new_row = int(new.removeprefix("mem_"))
+        got = store.get_memories([rows[0], new_row])
+        assert got[new_row].content == "written elsewhere" and got[rows[0]] == first[rows[0]]
+        assert got[rows[0]] is not first[rows[0]]  # the stamp moved: built again
+        with pytest.raises(RuntimeError, match="rolled back"):
+            with store.transaction():
+                store.get_memories(rows)
+                raise RuntimeError("rolled back")
+        assert store.get_memories([rows[1]])[rows[1]].tags == ("t",)
+    finally:
+        eng.close()
+
+
 def _fresh_entity_reads(path, rowids, space_id, keys, limit):
     """What ``entity_keys`` / ``entity_frequencies`` answer, read straight from the file."""
     with sqlite3.connect(path / "memory.sqlite") as conn:
