@@ -163,6 +163,8 @@ def run(comp: Components, request: RetrieveRequest, space_ids: Sequence[str], *,
         boosts=frozen_map({s: v.boosts for s, v in whole.lists.items() if v.boosts}),
         completed=frozen_map({s: v.completed for s, v in whole.lists.items() if v.completed}),
         recency=frozen_map({s: v.recency for s, v in whole.lists.items() if v.recency}),
+        conversation=frozen_map({s: v.conversation for s, v in whole.lists.items()
+                                 if v.conversation is not None}),
         failed_spaces=failed_spaces, tier=tier,
         escalation=escalated, dedup=dedup, prefer_observations=prefer_note,
         rerank=scoring.with_rows(scored, kept), fallback=scored.fallback,

@@ -21,7 +21,7 @@ from memory_core.channels.base import ChannelContext, SearchParts, Stage
 from memory_core.config import FusionMethod, FusionSpec
 from memory_core.errors import MemoryCoreError
 from memory_core.fusion import fuse, terms_of
-from memory_core.fusion.boost import boosted
+from memory_core.fusion.boost import boosted, boosted_terms
 from memory_core.store import SqlFilter, rowid_of
 from memory_core.trace import CandidateLists, ChannelCounts, RecencyTerm, trace_rows
 from memory_core.types import Candidate, Channel, RetrieveRequest, frozen_map
@@ -103,7 +103,7 @@ def candidates_for_space(comp: SearchParts, request: RetrieveRequest, space_id: 
     if not first_done:
         fused = fused_now() if lists else []
     terms: dict[str, dict[str, float]] = {}
-    fused = boosted(comp.store, spec.fusion, request.query, fused, terms)
+    fused, conversation = boosted_terms(comp.store, spec.fusion, request.query, fused, terms)
     depth = spec.trace.depth
     record = ChannelCounts(frozen_map(counts), len(fused), top_cosine, entity_match,
                            graph_skipped)
@@ -118,7 +118,7 @@ def candidates_for_space(comp: SearchParts, request: RetrieveRequest, space_id: 
                           frozen_map({m: frozen_map({k: round(v, 6) for k, v in t.items()})
                                       for m, t in terms.items() if m in shown}),
                           frozen_map({m: frozen_map(v) for m, v in by_memory.items()}),
-                          recency_terms(lists, gaps, spec.fusion, shown))
+                          recency_terms(lists, gaps, spec.fusion, shown), conversation)
     if channel_lists is not None:
         channel_lists.extend(lists)
     if channel_completed is not None:

@@ -82,6 +82,16 @@ class FusionSpec:
     # 1: 0.25 on every half of three seeded deals, by recall@10; no other data set has
     # conversations between people with evidence labels; docs/recorded_figures.md)
     reply_weight: float = 0.25
+    # a session whose turns at alternate positions differ in median length by this factor or
+    # more (both sides >= 2 turns) is read as a user's chat with an assistant
+    # (memory_core/fusion/chat.py): its questions' replies are not lifted (as between turns
+    # that carry a chat role) and, with infer_roles, its pooled turns without a role take the
+    # one their position gives (the longer side the agent_role's) for the person term. 0 =
+    # never (every session without roles is a conversation between people, as before). 3:
+    # LongMemEval's chats (oracle outside S, the choice set) read as chats at 98.9%,
+    # MemoryBank's user-companion sessions at 1.4% (docs/recorded_figures.md, issue 38)
+    chat_length_ratio: float = 3.0
+    infer_roles: bool = True
     # score completion: every memory of the pool is also scored by each channel named here
     # that did not list it ("dense": its cosine; "keyword": its BM25 on the same words and
     # statistics, none when it holds no query word), and that channel is normalised over the
@@ -100,6 +110,13 @@ class FusionSpec:
             w = getattr(self, name)
             if not (isinstance(w, (int, float)) and 0.0 <= w <= 10.0):
                 raise ValueError(f"fusion.{name} must be within [0, 10], got {w!r}")
+        if not (isinstance(self.chat_length_ratio, (int, float))
+                and (self.chat_length_ratio == 0 or 1.0 < self.chat_length_ratio <= 100.0)):
+            raise ValueError(f"fusion.chat_length_ratio must be 0 (off) or within (1, 100], "
+                             f"got {self.chat_length_ratio!r}")
+        if not isinstance(self.infer_roles, bool):
+            raise ValueError(f"fusion.infer_roles must be true or false, got "
+                             f"{self.infer_roles!r}")
         for name in ("speaker_key", "role_key"):
             key = getattr(self, name)
             if not key or any(ch in key for ch in '"\\'):

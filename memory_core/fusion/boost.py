@@ -21,13 +21,18 @@ Signals that a single memory cannot carry alone, added after fusion over the sam
   says whose words hold the answer: "What did **you** recommend?" asks for the assistant's
   turns, "Where did **I** park?" and "Can **you** suggest a hotel for **my** trip?" for the
   user's own (:func:`memory_core.fusion.person.addressed_role`). A memory's role is
-  ``metadata[role_key]``; memories without one, and questions in the third person, get
-  nothing (a conversation between named people, as in LoCoMo, is left as it is).
+  ``metadata[role_key]``, else the one its position gives it in a session read as a chat with
+  an assistant (:mod:`memory_core.fusion.chat`: the turns at alternate positions differ
+  widely in length); other memories, and questions in the third person, get nothing (a
+  conversation between named people, as in LoCoMo, is left as it is).
 - *Reply*: a turn that asks something ("How did you two meet?") is often what the question
   matches, while the evidence is the next turn, which answers it ("It happened at yoga in the
   park.") and shares no word with the question. The turn right after a pooled turn holding a
   "?" in the same session is its reply (``reply_of``: question id -> reply id) and also
-  scores by the question's scaled score. A reply outside the pool stays outside it (adding
+  scores by the question's scaled score, unless the two are turns of a chat with an assistant
+  (a role on each, written or read from the session's shape): there a question is a request
+  and the turn after it a long, generic answer that, lifted, pushes the user's own words that
+  hold the evidence down. A reply outside the pool stays outside it (adding
   replies that no channel found did not raise LoCoMo's candidate recall@50, measured offline
   on the receipts' fused lists), and when no question and its reply are both pooled nothing
   moves.
@@ -52,12 +57,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from memory_core.config import FusionSpec
+from memory_core.fusion.chat import chat_roles
 from memory_core.fusion.person import addressed_role
 from memory_core.store import Store, memory_id_of, rowid_of
-from memory_core.types import Candidate
+from memory_core.trace import ConversationTerms
+from memory_core.types import Candidate, frozen_map
 
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 
@@ -81,7 +89,8 @@ def boost(fused: Sequence[Candidate], session_of: Mapping[str, Hashable | None],
           role_of: Mapping[str, str | None] | None = None,
           addressed: str | None = None, reply_weight: float = 0.0,
           reply_of: Mapping[str, str] | None = None,
-          terms: dict[str, dict[str, float]] | None = None) -> list[Candidate]:
+          terms: dict[str, dict[str, float]] | None = None,
+          decided: dict[str, str] | None = None) -> list[Candidate]:
     """The fused list re-scored by session evidence, named speakers and the question's person
     (module docstring).
 
@@ -92,7 +101,8 @@ def boost(fused: Sequence[Candidate], session_of: Mapping[str, Hashable | None],
     renumbered from 1; the input is not changed. With ``terms`` (a dict), each memory that a
     term lifted gets ``terms[id] = {term: amount added}`` (``session`` / ``speaker`` /
     ``person`` / ``reply``; the session term counts only what its session's best turn adds
-    above the memory's own score), so a receipt can say why a memory rose.
+    above the memory's own score), so a receipt can say why a memory rose. With ``decided``
+    (a dict), each term gets ``"applied"`` or why it moved nothing.
     """
     # the person term only where some memory has the addressed role: otherwise nothing moves
     # (not even the scale of the scores)
@@ -103,6 +113,9 @@ def boost(fused: Sequence[Candidate], session_of: Mapping[str, Hashable | None],
     pooled = {c.memory_id for c in fused}
     pairs = [(q, r) for q, r in (reply_of or {}).items() if q in pooled and r in pooled]
     reply = reply_weight if pairs else 0.0
+    if decided is not None:
+        decided.update(_decisions(session_weight, speaker_weight, person_weight, person,
+                                  addressed, reply_weight, reply))
     if not fused or (session_weight == 0 and speaker_weight == 0 and person == 0
                      and reply == 0):
         return list(fused)
@@ -139,18 +152,49 @@ def boost(fused: Sequence[Candidate], session_of: Mapping[str, Hashable | None],
     return [c.moved(i + 1, scores[c.memory_id]) for i, c in enumerate(order)]
 
 
+def _decisions(session_weight: float, speaker_weight: float, person_weight: float,
+               person: float, addressed: str | None, reply_weight: float, reply: float
+               ) -> dict[str, str]:
+    """Each term's ``"applied"`` or why it moved nothing (:func:`boost`'s gates)."""
+    off = "weight 0"
+    return {"session": "applied" if session_weight else off,
+            "speaker": "applied" if speaker_weight else off,
+            "person": off if not person_weight else "applied" if person
+            else _NO_PERSON if addressed is None
+            else f"no pooled turn has the role {addressed!r}",
+            "reply": off if not reply_weight else "applied" if reply else _NO_PAIR}
+
+
 def boosted(store: Store, fs: FusionSpec, query: str, fused: list[Candidate],
             terms: dict[str, dict[str, float]] | None = None) -> list[Candidate]:
     """The fused list re-scored by session evidence, named speakers, the question's person and
+    replies to pooled questions (:func:`boosted_terms`, without its record)."""
+    return boosted_terms(store, fs, query, fused, terms)[0]
+
+
+def boosted_terms(store: Store, fs: FusionSpec, query: str, fused: list[Candidate],
+                  terms: dict[str, dict[str, float]] | None = None
+                  ) -> tuple[list[Candidate], ConversationTerms | None]:
+    """The fused list re-scored by session evidence, named speakers, the question's person and
     replies to pooled questions (``fusion.session_weight`` / ``speaker_weight`` /
-    ``person_weight`` / ``reply_weight``; :mod:`memory_core.fusion.boost`). ``terms``, when
-    given, receives what each term added to each lifted memory (:func:`boost`). ``store``
-    answers the turns' sessions, speakers, roles and replies."""
+    ``person_weight`` / ``reply_weight``; :mod:`memory_core.fusion.boost`), and the record of
+    what each term did and why (None for an empty list). ``terms``, when given, receives what
+    each term added to each lifted memory (:func:`boost`). ``store`` answers the turns'
+    sessions, speakers, roles, replies and the sessions' shapes.
+
+    A pooled turn without a ``metadata`` role in a session read as a chat with an assistant
+    (:mod:`memory_core.fusion.chat`, ``fusion.chat_length_ratio``) takes the role its position
+    gives it (``fusion.infer_roles``), and its questions' replies are not lifted: a role read
+    from the turns counts as one written (the reply term's rule: only between turns without a
+    chat role)."""
+    if not fused:
+        return fused, None
     addressed = (addressed_role(query, fs.asker_role, fs.agent_role) if fs.person_weight
                  else None)
-    if not fused or (fs.session_weight == 0 and fs.speaker_weight == 0 and addressed is None
-                     and fs.reply_weight == 0):
-        return fused
+    if fs.session_weight == 0 and fs.speaker_weight == 0 and addressed is None \
+            and fs.reply_weight == 0:
+        return fused, ConversationTerms(frozen_map(_decisions(
+            0.0, 0.0, fs.person_weight, 0.0, None, 0.0, 0.0)))
     rowids = [r for c in fused if (r := rowid_of(c.memory_id))]
     session_of: dict[str, Any] = {}
     speaker_of: dict[str, str | None] = {}
@@ -167,7 +211,60 @@ def boosted(store: Store, fs: FusionSpec, query: str, fused: list[Candidate],
     reply_of = ({memory_id_of(q): memory_id_of(r)
                  for q, r in store.replies(rowids, fs.role_key).items()}
                 if fs.reply_weight else None)
-    return boost(fused, session_of, speaker_of, query, session_weight=fs.session_weight,
-                 speaker_weight=fs.speaker_weight, person_weight=fs.person_weight,
-                 role_of=role_of, addressed=addressed, reply_weight=fs.reply_weight,
-                 reply_of=reply_of, terms=terms)
+    pooled = {c.memory_id for c in fused}
+    shape = ChatShape()
+    needs_roles = role_of is not None and addressed not in role_of.values()
+    if fs.chat_length_ratio and (needs_roles or any(q in pooled and r in pooled for q, r in
+                                                    (reply_of or {}).items())):
+        shape = chat_shape(store, fs, rowids)
+        if role_of is not None and fs.infer_roles:
+            read = {m: shape.roles[r] for m, role in role_of.items()
+                    if role is None and (r := rowid_of(m)) in shape.roles}
+            role_of = {**role_of, **read}
+            shape.inferred = len(read)
+        if reply_of:
+            kept = {q: r for q, r in reply_of.items() if rowid_of(q) not in shape.roles}
+            shape.left_out = sum(1 for q, r in reply_of.items()
+                                 if q not in kept and q in pooled and r in pooled)
+            reply_of = kept
+    decided: dict[str, str] = {}
+    out = boost(fused, session_of, speaker_of, query, session_weight=fs.session_weight,
+                speaker_weight=fs.speaker_weight, person_weight=fs.person_weight,
+                role_of=role_of, addressed=addressed, reply_weight=fs.reply_weight,
+                reply_of=reply_of, terms=terms, decided=decided)
+    if decided.get("reply") == _NO_PAIR and shape.left_out:
+        decided["reply"] = (f"its {shape.left_out} pooled question-reply pair(s) are turns "
+                            "of a chat with an assistant")
+    return out, ConversationTerms(frozen_map(decided), shape.chats, shape.others,
+                                  shape.inferred, shape.left_out)
+
+
+_NO_PERSON = "the question names no one by its grammatical person"
+_NO_PAIR = "no question and its reply are both pooled"
+
+
+@dataclass
+class ChatShape:
+    """The pooled turns' sessions as :func:`chat_shape` read them."""
+
+    roles: dict[int, str] = field(default_factory=dict)  # rowid -> role, turns of chats
+    chats: int = 0
+    others: int = 0
+    inferred: int = 0
+    left_out: int = 0
+
+
+def chat_shape(store: Store, fs: FusionSpec, rowids: Sequence[int]) -> ChatShape:
+    """Which sessions of the pooled turns ``rowids`` are chats with an assistant
+    (:func:`memory_core.fusion.chat.chat_roles`) and the role each of their pooled turns'
+    position gives it."""
+    key_of, turns = store.session_lengths(rowids)
+    out = ChatShape()
+    for key, session in turns.items():
+        roles = chat_roles(session, fs.chat_length_ratio, fs.asker_role, fs.agent_role)
+        if roles is None:
+            out.others += 1
+            continue
+        out.chats += 1
+        out.roles.update((r, roles[r]) for r, k in key_of.items() if k == key)
+    return out

@@ -48,7 +48,8 @@ Per candidate (``q`` = the query's content words, ``d`` = the memory's, see
 - ``neighbour_fused`` / ``neighbour_dense``: the best fused score / dense cosine of the pooled
   memories right before and after it in the same session (write order), ``NaN`` when neither is
   in the pool (a turn that answers the previous turn's question inherits its evidence);
-- ``person_match``: 1 when the memory's role (``metadata[fusion.role_key]``) is the one the
+- ``person_match``: 1 when the memory's role (``metadata[fusion.role_key]``, else the one its
+  position gives it in a session read as a chat, :mod:`memory_core.fusion.chat`) is the one the
   question's grammatical person asks for (:func:`memory_core.fusion.person.addressed_role`:
   what "you" said before -> the assistant's turns, "I/my" -> the user's), 0 when it is the
   other role, ``NaN`` for a third-person question or a memory without a role.
@@ -70,7 +71,7 @@ import functools
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 import numpy as np
@@ -190,7 +191,8 @@ def speaker_of(memory: Memory) -> str | None:
 @dataclass(frozen=True)
 class QueryContext:
     """What every candidate of one query shares: the query's words, entities, window, now,
-    and the role its grammatical person asks for (``addressed``, read from ``role_key``)."""
+    and the role its grammatical person asks for (``addressed``, read from ``role_key``, else
+    from ``roles``)."""
 
     words: tuple[str, ...]
     bigrams: frozenset[tuple[str, str]]
@@ -199,6 +201,9 @@ class QueryContext:
     now: datetime
     addressed: str | None = None
     role_key: str = "role"
+    # rowid -> role, for pooled turns without one in sessions read as chats with an assistant
+    # (memory_core/fusion/chat.py; the rerank stage fills it)
+    roles: Mapping[int, str] = field(default_factory=dict)
 
     @classmethod
     def of(cls, query: str, now: datetime, window: times.Window | None,
@@ -272,10 +277,12 @@ def _in_window(m: Memory, window: times.Window | None) -> float:
 
 
 def _person_match(m: Memory, query: QueryContext) -> float:
-    if query.addressed is None or not m.metadata:
+    if query.addressed is None:
         return NAN
-    role = m.metadata.get(query.role_key)
-    return float(role == query.addressed) if isinstance(role, str) else NAN
+    role = m.metadata.get(query.role_key) if m.metadata else None
+    if not isinstance(role, str):  # else the one its turn's position gives it in a chat
+        role = query.roles.get(m.rowid)
+    return NAN if role is None else float(role == query.addressed)
 
 
 def extract(query: QueryContext, pool: Sequence[Candidate],

@@ -17,6 +17,7 @@ import numpy as np
 
 from memory_core import times
 from memory_core.errors import invalid
+from memory_core.fusion.boost import chat_shape
 from memory_core.rerank import features as rerank_features
 from memory_core.config import EngineSpec, OnFailure, RerankScorer, parse_choice
 from memory_core.rerank.cross_encoder import Reranker, rerank_pool
@@ -129,7 +130,13 @@ def _stacked(comp: ScoringParts, request: RetrieveRequest, ranked: Ranked,
     now = now if now is not None else comp.clock()
     if window is None and not comp.spec.channels.temporal:  # the feature needs it anyway
         window = times.text_window(request.query, now)
-    ctx = rerank_features.QueryContext.of(request.query, now, window, comp.spec.fusion)
+    fs = comp.spec.fusion
+    ctx = rerank_features.QueryContext.of(request.query, now, window, fs)
+    if ctx.addressed is not None and fs.infer_roles and fs.chat_length_ratio and any(
+            not isinstance(m.metadata.get(fs.role_key), str) for m in by_id.values()):
+        # the roles fusion's person term reads from the sessions' shape (fusion/boost.py)
+        ctx = replace(ctx, roles=chat_shape(comp.store, fs, [m.rowid for m in
+                                                             by_id.values()]).roles)
     X = rerank_features.extract(ctx, pooled, by_id)
     if comp.scorer.uses_cross_encoder:
         if comp.reranker is None:

@@ -11,6 +11,10 @@ from collections.abc import Iterable
 from memory_core.store.db import Database
 from memory_core.store.sql import SqlFilter, _chunks
 
+# a session's turns: those of one space and session, written by one user and agent
+SessionKey = tuple[str, str, str | None, str | None]
+SessionTurns = tuple[tuple[int, int], ...]  # (rowid, characters) of each turn, in turn order
+
 
 class SessionQueries(Database):
     """Session turns and passage siblings around a memory."""
@@ -78,6 +82,35 @@ class SessionQueries(Database):
             for q in [q for q, r in out.items() if r in with_role]:
                 del out[q]
         return out
+
+    def session_lengths(self, rowids: Iterable[int]
+                        ) -> tuple[dict[int, SessionKey], dict[SessionKey, SessionTurns]]:
+        """The sessions of the facts among ``rowids`` and the shape of each: ``(rowid ->
+        session key, session key -> (rowid, characters) of each of its turns)``, a key
+        being ``(space_id, session_id, user_id, agent_id)`` (the turns that neighbour each
+        other, :mod:`memory_core.store.turns`) and its turns in timestamp, then write, order.
+        Every turn of the session counts, whatever a request's filter (a caller reads its
+        shape, never its text). Memories are never changed or deleted, only added, so both
+        maps are kept while the store's stamp stays put (:meth:`_stamped_cache`)."""
+        keys: dict[int, SessionKey | None] = self._stamped_cache("_session_keys", 200_000)
+        shapes: dict[SessionKey, SessionTurns] = self._stamped_cache("_session_shapes",
+                                                                       20_000)
+        wanted = sorted(set(rowids))
+        missing = [r for r in wanted if r not in keys]
+        for chunk in _chunks(missing, 500):
+            marks = ",".join("?" * len(chunk))
+            found = {int(r[0]): (r[1], r[2], r[3], r[4]) for r in self._query(
+                "SELECT rowid, space_id, session_id, user_id, agent_id FROM memories "
+                f"WHERE rowid IN ({marks}) AND session_id IS NOT NULL "
+                "AND memory_type = 'fact'", chunk)}
+            keys.update((r, found.get(r)) for r in chunk)
+        key_of = {r: k for r in wanted if (k := keys.get(r)) is not None}
+        for key in set(key_of.values()) - shapes.keys():
+            shapes[key] = tuple((int(r[0]), int(r[1])) for r in self._query(
+                "SELECT rowid, length(content) FROM memories WHERE space_id = ? AND session_id = ? "
+                "AND memory_type = 'fact' AND user_id IS ? AND agent_id IS ? "
+                "ORDER BY timestamp, rowid", key))
+        return key_of, {k: shapes[k] for k in set(key_of.values())}
 
     def turn_context(self, rowid: int) -> str | None:
         """The neighbour text indexed beside a memory (``""``: none; ``None``: no such row)."""

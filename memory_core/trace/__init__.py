@@ -25,19 +25,20 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memory_core.trace.routing import RoutingTrace, SubjectRoute, plain
-from memory_core.trace.candidates import (CandidateLists, ChannelCounts, RecencyTerm, TraceRow,
-                                          frozen, per_space, space_dicts, trace_rows)
+from memory_core.trace.candidates import (CandidateLists, ChannelCounts, ConversationTerms,
+                                          RecencyTerm, TraceRow, frozen, per_space,
+                                          space_dicts, trace_rows)
 from memory_core.trace.records import (ContextHitsTrace, DedupTrace, EscalationTrace,
                                        ExpansionTrace, FallbackTrace, FilterTrace,
                                        RecentTurnsTrace, RerankRow, RerankTrace,
                                        SubjectContribution, TimeTrace)
 from memory_core.types import Mode, Retrieval, Tier, frozen_map
 
-__all__ = ["CandidateLists", "ChannelCounts", "ContextHitsTrace", "DedupTrace", "EscalationTrace",
-           "ExpansionTrace", "FallbackTrace", "FilterTrace", "RecencyTerm", "RecentTurnsTrace",
-           "RerankRow",
-           "RerankTrace", "RoutingTrace", "SubjectContribution", "SubjectRoute", "TimeTrace",
-           "Trace", "TraceRow", "trace_rows"]
+__all__ = ["CandidateLists", "ChannelCounts", "ContextHitsTrace", "ConversationTerms",
+           "DedupTrace", "EscalationTrace", "ExpansionTrace", "FallbackTrace", "FilterTrace",
+           "RecencyTerm", "RecentTurnsTrace", "RerankRow", "RerankTrace", "RoutingTrace",
+           "SubjectContribution", "SubjectRoute", "TimeTrace", "Trace", "TraceRow",
+           "trace_rows"]
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,9 @@ class Trace:
         default_factory=lambda: frozen_map(None))
     # space -> memory id -> what query_timestamp's recency list added to that traced fused row
     recency: Mapping[str, Mapping[str, RecencyTerm]] = field(
+        default_factory=lambda: frozen_map(None))
+    # space -> what the conversation terms did to its fused list, and why
+    conversation: Mapping[str, ConversationTerms] = field(
         default_factory=lambda: frozen_map(None))
     failed_spaces: Mapping[str, str] = field(default_factory=lambda: frozen_map(None))
     tier: Tier | None = None
@@ -123,6 +127,7 @@ class Trace:
                               for s, v in (get("completed") or {}).items()}),
             recency=frozen({s: frozen({m: RecencyTerm.from_dict(t) for m, t in v.items()})
                             for s, v in (get("recency") or {}).items()}),
+            conversation=per_space(get("conversation"), ConversationTerms),
             failed_spaces=frozen(get("failed_spaces")),
             tier=None if get("tier") is None else Tier(b["tier"]),
             escalation=None if get("escalation") is None
@@ -145,6 +150,6 @@ class Trace:
 
 
 _FIELDS = tuple(Trace.__dataclass_fields__)
-_PER_SPACE = ("filters", "channels", "candidates")
-_MAPS = ("filters", "channels", "candidates", "boosts", "completed", "recency",
+_PER_SPACE = ("filters", "channels", "candidates", "conversation")
+_MAPS = ("filters", "channels", "candidates", "boosts", "completed", "recency", "conversation",
          "failed_spaces")

@@ -1,6 +1,6 @@
 """The trace's records of the candidate lists: each channel's counts, the lists fusion saw
-(:class:`CandidateLists`, rows as :class:`TraceRow`) and what the recency list added to a row
-(:class:`RecencyTerm`)."""
+(:class:`CandidateLists`, rows as :class:`TraceRow`), what the recency list added to a row
+(:class:`RecencyTerm`) and what the conversation terms did and why (:class:`ConversationTerms`)."""
 
 from __future__ import annotations
 
@@ -102,6 +102,39 @@ class RecencyTerm:
 
 
 @dataclass(frozen=True)
+class ConversationTerms:
+    """What the conversation terms of one space's fused list did and why
+    (:mod:`memory_core.fusion.boost`): ``terms`` maps each term (``session``, ``speaker``,
+    ``person``, ``reply``) to ``"applied"`` or the reason it moved nothing; ``chat_sessions`` /
+    ``other_sessions`` count the pooled turns' sessions read as a chat with an assistant or not
+    (:mod:`memory_core.fusion.chat`; both 0: no term needed the sessions' shape),
+    ``inferred_roles`` the pooled turns whose role came from their session's shape (no
+    ``metadata`` role), ``replies_left_out`` the pooled question-reply pairs not lifted because
+    they are turns of a chat.
+
+        >>> ConversationTerms.from_dict(ConversationTerms(
+        ...     {"reply": "applied"}, 0, 3).to_dict()).other_sessions
+        3
+    """
+
+    terms: Mapping[str, str]
+    chat_sessions: int = 0
+    other_sessions: int = 0
+    inferred_roles: int = 0
+    replies_left_out: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"terms": dict(self.terms), "chat_sessions": self.chat_sessions,
+                "other_sessions": self.other_sessions, "inferred_roles": self.inferred_roles,
+                "replies_left_out": self.replies_left_out}
+
+    @classmethod
+    def from_dict(cls, body: Mapping[str, Any]) -> ConversationTerms:
+        return cls(frozen(body["terms"]), body["chat_sessions"], body["other_sessions"],
+                   body["inferred_roles"], body["replies_left_out"])
+
+
+@dataclass(frozen=True)
 class CandidateLists:
     """One space's lists as fusion saw them: each channel's top rows (by channel name) and the
     fused list's (``trace.depth`` rows each). ``boosts`` carries, for the traced fused rows a
@@ -111,8 +144,9 @@ class CandidateLists:
     the score each channel that had not listed the row gave it (memory id -> {``dense`` /
     ``keyword``: score}; ``fusion.complete``) to the ``completed`` stage, and ``recency``, for
     the traced fused rows the recency list holds, their ``gap_days``, ``proximity`` and the
-    ``term`` it added (``query_timestamp``) to the ``recency`` stage; none of them is part of
-    this record's wire form, whose keys are list names."""
+    ``term`` it added (``query_timestamp``) to the ``recency`` stage, and ``conversation``
+    what the conversation terms did and why to the ``conversation`` stage; none of them is
+    part of this record's wire form, whose keys are list names."""
 
     lists: Mapping[str, tuple[TraceRow, ...]] = field(default_factory=lambda: frozen_map(None))
     fused: tuple[TraceRow, ...] | None = None
@@ -120,6 +154,7 @@ class CandidateLists:
     completed: Mapping[str, Mapping[str, float]] = field(
         default_factory=lambda: frozen_map(None))
     recency: Mapping[str, RecencyTerm] = field(default_factory=lambda: frozen_map(None))
+    conversation: ConversationTerms | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {k: _row_lists(v) for k, v in self.lists.items()}

@@ -167,3 +167,18 @@ def test_person_match_reads_the_questions_person_against_the_role(query, want):
     plain = F.QueryContext.of(query, NOW, None)
     assert all(math.isnan(row(F.extract(plain, pool, mems), i)["person_match"])
                for i in range(3))
+
+
+def test_person_match_reads_a_role_from_the_chat_shape_when_none_is_written():
+    """A memory without a written role takes the one its chat session's shape gives it
+    (``QueryContext.roles``, by rowid; memory_core/fusion/chat.py); a written role wins."""
+    import dataclasses
+
+    pool = [cand(i, 0.03 - i / 100, i, dense=(0.5, i)) for i in (1, 2, 3)]
+    mems = {"mem_1": mem(1, "The hike takes 3 hours."),
+            "mem_2": mem(2, "My hike took 3 hours.", metadata={"role": "assistant"}),
+            "mem_3": mem(3, "Hike notes.")}
+    ctx = dataclasses.replace(F.QueryContext.of("What did you say about the hike?", NOW, None),
+                              roles={1: "assistant", 2: "user"})
+    got = [row(F.extract(ctx, pool, mems), i)["person_match"] for i in range(3)]
+    assert got[:2] == [1.0, 1.0] and math.isnan(got[2])
