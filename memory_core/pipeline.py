@@ -159,7 +159,7 @@ def run(comp: Components, request: RetrieveRequest, space_ids: Sequence[str], *,
         time=TimeTrace(times.format_instant(now), None if window is None
                        else tuple(window.as_text())),  # type: ignore[arg-type]
         filters=frozen_map(filter_traces), channels=frozen_map(whole.channels),
-        candidates=frozen_map(whole.lists),
+        candidates=frozen_map({s: v.listed() for s, v in whole.lists.items()}),
         boosts=frozen_map({s: v.boosts for s, v in whole.lists.items() if v.boosts}),
         completed=frozen_map({s: v.completed for s, v in whole.lists.items() if v.completed}),
         recency=frozen_map({s: v.recency for s, v in whole.lists.items() if v.recency}),

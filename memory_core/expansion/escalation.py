@@ -92,4 +92,4 @@ def merge(spec: EngineSpec, plan: Rewrite, pooled: list[Candidate],
         tuple(why), esc.min_candidates, esc.min_top_cosine, len(pooled), plan.terms,
         plan.query, plan.hyde_from, plan.widen, len(merged),
         sum(1 for c in second if c.memory_id not in before),
-        frozen_map(channels), frozen_map(lists))
+        frozen_map(channels), frozen_map({s: v.listed() for s, v in lists.items()}))

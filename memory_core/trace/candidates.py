@@ -162,6 +162,12 @@ class CandidateLists:
             out["fused"] = _row_lists(self.fused)
         return out
 
+    def listed(self) -> CandidateLists:
+        """This record as the trace keeps it under ``candidates``: the lists alone (what
+        ``boosts``, ``completed``, ``recency`` and ``conversation`` carry lives in the trace's
+        own stages), so a stored receipt reads back equal to the live one."""
+        return CandidateLists(self.lists, self.fused)
+
     @classmethod
     def from_dict(cls, body: Mapping[str, Any]) -> CandidateLists:
         return cls(frozen({k: _rows(v) for k, v in body.items() if k != "fused"}),
