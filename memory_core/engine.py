@@ -35,6 +35,7 @@ from memory_core.routing import RouteDecision, Router, build_router
 from memory_core.rerank.loading import accurate_unavailable, load_scorers, models_in_use
 from memory_core.serve import ReadPath
 from memory_core.store import Store, rowid_of
+from memory_core.store.location import open_location
 from memory_core.times import Clock, format_instant, system_clock
 from memory_core.types import Memory, Mode, RetrieveResponse, Space, frozen_map
 from memory_core.validate import check_reserved as _check_reserved
@@ -75,7 +76,8 @@ class MemoryEngine:
              embedder: Embedder | None = None, clock: Clock = system_clock,
              reranker: Reranker | None = None, router: Router | None = None,
              scorer: RelevanceModel | None = None) -> MemoryEngine:
-        """Open (or create) a store directory, or an in-memory store for ``":memory:"``.
+        """Open (or create) a store directory, or an in-memory store for ``":memory:"``; a
+        URL is never a directory (:mod:`memory_core.store.location`).
 
         The vector index is built from the embeddings stored in SQLite on a space's first use;
         with ``channels.dense_persist`` it is saved to ``<dir>/vectors`` by :meth:`flush` and
@@ -90,12 +92,9 @@ class MemoryEngine:
         embedder = embedder or build_embedder(spec.embed)
         reranker, scorer, unavailable = load_scorers(spec, reranker, scorer,
                                                      CrossEncoderReranker)
-        if str(path) == ":memory:":
-            store, vectors = Store(":memory:"), None
-        else:
-            root = Path(path)
-            root.mkdir(parents=True, exist_ok=True)
-            store = Store(root / "memory.sqlite")
+        store, root = open_location(path)  # a URL is never a directory (store/location.py)
+        vectors = None
+        if root is not None:
             index_files.remove_legacy_files(root / "vectors")  # pre-issue-21 unchecked copies
             vectors = root / "vectors" if spec.channels.dense_persist else None
         dense = DenseIndex(store, embedder.dim, vectors, spec.channels)

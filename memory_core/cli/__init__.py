@@ -45,6 +45,7 @@ from memory_core.cli.args import (MODE_CHOICES, PROG, SELECTION_FIELDS, STORE_EN
 from memory_core.engine import MemoryEngine
 from memory_core.errors import MemoryCoreError, conflict, not_found
 from memory_core.service import cli as service_cli
+from memory_core.store.location import parse_location
 from memory_core.types import RetrieveResponse
 
 OpenEngine = Callable[[str], MemoryEngine]
@@ -214,8 +215,9 @@ def main(argv: Sequence[str] | None = None, open_engine: OpenEngine | None = Non
     opener = _opener(args, open_engine)
     try:
         creates = args.command == "write" and args.create_space
-        if args.url is None and not creates and not Path(args.store).is_dir():
-            raise not_found("store", args.store)
+        if (args.url is None and not creates and not parse_location(args.store).is_url
+                and not Path(args.store).is_dir()):
+            raise not_found("store", args.store)  # a URL is never a directory
         with opener(args.store) as eng:
             body = COMMANDS[args.command](eng, args)
     except MemoryCoreError as err:

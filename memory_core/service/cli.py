@@ -60,11 +60,14 @@ def run(args: argparse.Namespace) -> int:
         except ValueError as exc:  # a bad --engine-factory or a damaged keys file
             print(f"error: {exc}", file=sys.stderr)
             return 1
+        except MemoryCoreError as err:  # a store it cannot open (an unsupported URL)
+            print(f"error: {err.code.value}/{err.reason}: {err.message}", file=sys.stderr)
+            return 1
         return 0
     from memory_core.service.keys import KeyStore
 
-    store = KeyStore.for_store(args.store)
     try:
+        store = KeyStore.for_store(args.store)
         key = store.create(args.principal)
     except MemoryCoreError as err:
         print(f"error: {err.code.value}/{err.reason}: {err.message}", file=sys.stderr)

@@ -34,6 +34,7 @@ from pathlib import Path
 from filelock import FileLock
 
 from memory_core.errors import invalid
+from memory_core.store.location import parse_location, redact_url
 
 KEYS_FILE = "keys.json"
 KEY_PREFIX = "mck"
@@ -88,6 +89,12 @@ class KeyStore:
 
     @classmethod
     def for_store(cls, store_dir: str | Path) -> KeyStore:
+        """The keys file of a store directory; a store named by a URL keeps no keys file
+        yet (422 ``unsupported_store``: keys in the database are a later step of issue 35)."""
+        if parse_location(store_dir).is_url:
+            raise invalid("unsupported_store", f"store {redact_url(str(store_dir))!r}: API keys "
+                          "are kept beside a store directory only (not yet in a database)",
+                          "store")
         return cls(Path(store_dir) / KEYS_FILE)
 
     # -- reading ------------------------------------------------------------------------------
