@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from memory_core.config import EngineSpec, LimitsSpec
 from memory_core.errors import invalid, not_found
-from memory_core.store import Store
+from memory_core.store import StoreBackend
 from memory_core.types import Space
 from memory_core.validate import check_text
 
@@ -65,7 +65,7 @@ def check_ids(limits: LimitsSpec, space_id: Any, principal: Any) -> None:
         check_text(principal, "principal", limits.max_id_chars, limit_name="max_id_chars")
 
 
-def authorise(store: Store, limits: LimitsSpec, owner: str, space_id: str,
+def authorise(store: StoreBackend, limits: LimitsSpec, owner: str, space_id: str,
               principal: str | None, need: Role | str) -> Space:
     """The space, if ``principal`` (None: ``owner``) holds at least role ``need`` in it; 404
     otherwise (a space one may not see is reported exactly like a missing one)."""
@@ -76,7 +76,7 @@ def authorise(store: Store, limits: LimitsSpec, owner: str, space_id: str,
     return space
 
 
-def eligible_spaces(store: Store, principal: str | None, owner: str,
+def eligible_spaces(store: StoreBackend, principal: str | None, owner: str,
                     need: Role | str = Role.VIEWER) -> list[Space]:
     """The spaces a routed request may consider: every non-default space where ``principal``
     (None: ``owner``) holds at least role ``need``."""

@@ -20,7 +20,7 @@ from memory_core.config import EngineSpec
 from memory_core.embed import Embedder
 from memory_core.rerank.cross_encoder import Reranker
 from memory_core.rerank.stacked import RelevanceModel
-from memory_core.store import Store
+from memory_core.store import StoreBackend
 from memory_core.trace import Trace
 from memory_core.types import Candidate, ContextHit, Drop, Result, frozen_map
 
@@ -29,7 +29,7 @@ from memory_core.types import Candidate, ContextHit, Drop, Result, frozen_map
 class Components:
     """Everything the pipeline needs, injected by the engine (tests pass fakes)."""
 
-    store: Store
+    store: StoreBackend
     dense: DenseIndex
     embedder: Embedder
     spec: EngineSpec

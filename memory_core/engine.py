@@ -34,7 +34,7 @@ from memory_core.rerank.stacked import RelevanceModel
 from memory_core.routing import RouteDecision, Router, build_router
 from memory_core.rerank.loading import accurate_unavailable, load_scorers, models_in_use
 from memory_core.serve import ReadPath
-from memory_core.store import Store, rowid_of
+from memory_core.store import StoreBackend, rowid_of
 from memory_core.store.location import open_location
 from memory_core.times import Clock, format_instant, system_clock
 from memory_core.types import Memory, Mode, RetrieveResponse, Space, frozen_map
@@ -46,7 +46,7 @@ from memory_core.write import Writer
 class MemoryEngine:
     """A memory store plus its retrieval pipeline."""
 
-    def __init__(self, store: Store, dense: DenseIndex, embedder: Embedder, spec: EngineSpec,
+    def __init__(self, store: StoreBackend, dense: DenseIndex, embedder: Embedder, spec: EngineSpec,
                  clock: Clock = system_clock, reranker: Reranker | None = None,
                  rerank_unavailable: str | None = None, router: Router | None = None,
                  scorer: RelevanceModel | None = None):

@@ -26,7 +26,7 @@ from memory_core.request import check_target, parse_request
 from memory_core.routing import (RouteDecision, RouteQuery, RouteReason, Router,
                                  RouterUnavailable, decide, thresholds_of)
 from memory_core.channels.probe import evidence_probe
-from memory_core.store import Store
+from memory_core.store import StoreBackend
 from memory_core.trace import RoutingTrace, SubjectRoute
 from memory_core.types import (Mode, Retrieval, RetrieveRequest, SearchedEntry, Space,
                                frozen_map)
@@ -40,7 +40,7 @@ class RoutePlanner:
     """Routed reads and writes over the parts it is given."""
 
     spec: EngineSpec
-    store: Store
+    store: StoreBackend
     embedder: Embedder
     router: Router
     components: Components

@@ -10,7 +10,7 @@ from memory_core import context as blocks
 from memory_core.config import EngineSpec
 from memory_core.errors import invalid
 from memory_core.filters.compile import compile_filter
-from memory_core.store import SqlFilter, Store, rowid_of
+from memory_core.store import SqlFilter, StoreBackend, rowid_of
 from memory_core.trace import RecentTurnsTrace
 from memory_core.types import Memory, RetrieveRequest, SearchedEntry
 from memory_core.validate import check_mapping, check_text
@@ -55,7 +55,7 @@ def session_body(body: dict[str, Any], space_id: Any, session_id: Any, max_id_ch
     return body
 
 
-def session_scope(store: Store, space_id: str, session_id: str, body: dict[str, Any]
+def session_scope(store: StoreBackend, space_id: str, session_id: str, body: dict[str, Any]
                   ) -> dict[str, str]:
     """The session's scope: for ``user_id`` and ``agent_id`` the request does not name, the one
     value every memory of the session carries (if there is exactly one); set in ``body`` and
@@ -69,7 +69,7 @@ def session_scope(store: Store, space_id: str, session_id: str, body: dict[str, 
     return applied
 
 
-def append_recent(store: Store, spec: EngineSpec, req: RetrieveRequest, context: str | None,
+def append_recent(store: StoreBackend, spec: EngineSpec, req: RetrieveRequest, context: str | None,
                   shown: set[str], searched: Sequence[SearchedEntry] | None, session_id: str
                   ) -> tuple[str, RecentTurnsTrace]:
     """The block plus the session's latest turns (``context_hits.recent_turns``), under the
@@ -97,7 +97,7 @@ def append_recent(store: Store, spec: EngineSpec, req: RetrieveRequest, context:
                                   tuple(m.memory_id for m in turns[:left_out]))
 
 
-def iter_space_memories(store: Store, space_ids: Sequence[str]) -> Iterator[Memory]:
+def iter_space_memories(store: StoreBackend, space_ids: Sequence[str]) -> Iterator[Memory]:
     """Every memory of the spaces, space by space and by row within a space."""
     for sid in space_ids:
         rows = [int(r) for r in store.eligible_rowids(sid, SqlFilter())]
@@ -105,7 +105,7 @@ def iter_space_memories(store: Store, space_ids: Sequence[str]) -> Iterator[Memo
         yield from (found[r] for r in sorted(found))
 
 
-def memories_by_id(store: Store, memory_ids: Sequence[str]) -> dict[str, Memory]:
+def memories_by_id(store: StoreBackend, memory_ids: Sequence[str]) -> dict[str, Memory]:
     """The store's memories among ``memory_ids`` in one batched read, by id (an id the store
     lacks, or that is not a memory id, is absent)."""
     rows = {mid: rowid_of(mid) for mid in dict.fromkeys(memory_ids)}

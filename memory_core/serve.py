@@ -23,7 +23,7 @@ from memory_core.config import EngineSpec
 from memory_core.engine_routing import RoutePlanner
 from memory_core.receipts import Receipt, build_receipt, new_receipt_id
 from memory_core.request import parse_request
-from memory_core.store import Store
+from memory_core.store import StoreBackend
 from memory_core.times import Clock, format_instant
 from memory_core.trace import FallbackTrace
 from memory_core.types import Mode, RetrieveResponse, Space, Tier, frozen_map
@@ -34,7 +34,7 @@ class ReadPath:
     """The parts one read uses."""
 
     spec: EngineSpec
-    store: Store
+    store: StoreBackend
     clock: Clock
     cache: ResponseCache
     traces: TraceLog

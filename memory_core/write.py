@@ -22,7 +22,7 @@ from memory_core.entities import extract_entities
 from memory_core.errors import invalid
 from memory_core.filters.scope import check_write_scopes
 from memory_core.redact import Redactor
-from memory_core.store import NewMemory, Store, rowid_of
+from memory_core.store import NewMemory, StoreBackend, rowid_of
 from memory_core.times import Clock, event_window, format_instant, normalize_instant
 from memory_core.types import Memory, MemoryType
 from memory_core.validate import (MAX_TAG_CHARS, check_clean, check_content, check_mapping,
@@ -37,7 +37,7 @@ MAX_WRITE_TAGS = 50
 class Writer:
     """The parts a write uses (the engine builds one per call from its current parts)."""
 
-    store: Store
+    store: StoreBackend
     dense: DenseIndex
     embedder: Embedder
     spec: EngineSpec

@@ -29,7 +29,7 @@ from enum import IntEnum
 from typing import Any, Protocol
 
 from memory_core.config import ChannelsSpec, EngineSpec
-from memory_core.store import SqlFilter, Store
+from memory_core.store import SqlFilter, StoreBackend
 from memory_core.times import Window
 from memory_core.types import Candidate, Retrieval, RetrieveRequest
 
@@ -57,7 +57,7 @@ class SearchParts(Protocol):
     (:class:`memory_core.components.Components` is one)."""
 
     @property
-    def store(self) -> Store: ...
+    def store(self) -> StoreBackend: ...
 
     @property
     def dense(self) -> VectorIndex: ...

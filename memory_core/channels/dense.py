@@ -60,7 +60,7 @@ from memory_core.config import ChannelsSpec, DenseIndexKind
 from memory_core.channels.base import ChannelContext, ChannelResult, Stage
 from memory_core.channels.faiss_kinds import HNSW_EF_CAP, HNSW_KIND, KIND, _faiss, file_kind
 from memory_core.index_files import DamageReason, IndexFileError, IndexHeader
-from memory_core.store import SqlFilter, Store
+from memory_core.store import SqlFilter, StoreBackend
 from memory_core.types import Candidate, Channel, Retrieval, new_candidate
 
 log = logging.getLogger(__name__)
@@ -68,7 +68,7 @@ log = logging.getLogger(__name__)
 class DenseIndex:
     """Per-space faiss indexes over the store's embeddings (see the module docstring)."""
 
-    def __init__(self, store: Store, dim: int, directory: Path | None = None,
+    def __init__(self, store: StoreBackend, dim: int, directory: Path | None = None,
                  channels: ChannelsSpec | None = None):
         self.store = store
         self.dim = dim

@@ -20,7 +20,7 @@ from collections import defaultdict
 
 from memory_core.channels.base import ChannelContext, ChannelResult, Stage
 from memory_core.entities import extract_entities
-from memory_core.store import SqlFilter, Store, entity_key, memory_id_of
+from memory_core.store import SqlFilter, StoreBackend, entity_key, memory_id_of
 from memory_core.types import Candidate, Channel, Retrieval, frozen_map
 
 
@@ -34,7 +34,7 @@ def query_keys(query: str) -> list[str]:
     return list(dict.fromkeys(entity_key(e) for e in extract_entities(query)))
 
 
-def search(store: Store, space_id: str, query: str, flt: SqlFilter, pool: int,
+def search(store: StoreBackend, space_id: str, query: str, flt: SqlFilter, pool: int,
            max_share: float = 1.0, hub_floor: int = 0) -> tuple[list[Candidate], dict]:
     """Eligible memories naming the query's entities, best first (at most ``pool``), and a
     record of what matched (``keys`` named, ``used`` after the hub rule, ``hubs`` skipped)."""

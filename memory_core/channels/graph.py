@@ -40,11 +40,11 @@ from collections.abc import Sequence
 from types import MappingProxyType
 
 from memory_core.channels.base import ChannelContext, ChannelResult, Stage
-from memory_core.store import SqlFilter, Store, memory_id_of, rowid_of
+from memory_core.store import SqlFilter, StoreBackend, memory_id_of, rowid_of
 from memory_core.types import Candidate, Channel, Retrieval, new_candidate
 
 
-def expand(store: Store, space_id: str, seeds: Sequence[Candidate], flt: SqlFilter,
+def expand(store: StoreBackend, space_id: str, seeds: Sequence[Candidate], flt: SqlFilter,
            depth: int, pool: int, max_share: float = 1.0, hub_floor: int = 0,
            rank_offset: int = 0) -> list[Candidate]:
     """The seeds, then memories sharing non-hub entities with them, best first (at most

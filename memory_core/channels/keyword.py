@@ -32,7 +32,7 @@ from types import MappingProxyType
 import numpy as np
 
 from memory_core.channels.base import ChannelContext, ChannelResult, Stage
-from memory_core.store import SqlFilter, Store, memory_id_of
+from memory_core.store import SqlFilter, StoreBackend, memory_id_of
 from memory_core.channels.keyword_postings import (fts5_idf, postings_scores, smoothed_idf,
                                                    uses_postings)
 from memory_core.types import Candidate, Channel, Retrieval, new_candidate
@@ -69,7 +69,7 @@ def match_expression(query: str, words: list[str] | None = None) -> str | None:
     return " OR ".join(f'"{w}"' for w in words)
 
 
-def space_common_words(store: Store, space_id: str, words: list[str], df_max: float
+def space_common_words(store: StoreBackend, space_id: str, words: list[str], df_max: float
                        ) -> list[str]:
     """The words held by more than ``df_max`` of the space's memories (never all of them)."""
     size = store.space_stamp(space_id)[0]
@@ -84,7 +84,7 @@ IDF_CHOICES = ("store", "space")
 INDEX_CHOICES = ("auto", "fts5", "postings")
 
 
-def space_idf_scores(store: Store, space_id: str, words: list[str], flt: SqlFilter,
+def space_idf_scores(store: StoreBackend, space_id: str, words: list[str], flt: SqlFilter,
                      depth: int, context_weight: float, prior_rows: float = 0.0,
                      stats_spaces: Sequence[str] = ()) -> list[tuple[int, float]]:
     """BM25 with each word's IDF taken within the space: [(rowid, score)], best first.
@@ -123,7 +123,7 @@ def space_idf_scores(store: Store, space_id: str, words: list[str], flt: SqlFilt
     return sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[:depth]
 
 
-def search(store: Store, space_id: str, query: str, flt: SqlFilter, depth: int,
+def search(store: StoreBackend, space_id: str, query: str, flt: SqlFilter, depth: int,
            context_weight: float = 0.0, space_df_max: float | None = None,
            idf: str = "store", idf_prior_rows: float = 0.0,
            stats_spaces: Sequence[str] = (), index: str = "fts5",

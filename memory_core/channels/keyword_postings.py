@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from memory_core.config import ChannelsSpec
-from memory_core.store import SqlFilter, Store
+from memory_core.store import SqlFilter, StoreBackend
 from memory_core.store.postings import PostingState, TermHits, bm25_part, fts5_weightless
 
 log = logging.getLogger(__name__)
@@ -50,7 +50,7 @@ def uses_postings(index: str, threshold: int, store_rows: int,
                                      or (index == "auto" and store_rows >= threshold))
 
 
-def index_written(store: Store, ch: ChannelsSpec, space_id: str) -> None:
+def index_written(store: StoreBackend, ch: ChannelsSpec, space_id: str) -> None:
     """After a write to ``space_id``: its postings caught up with the rows just written, when
     its reads will score from them (``channels.keyword_index_on_write``, :func:`uses_postings`
     on the store's size now). The refresh tokenizes only the rows written since the last one
@@ -72,7 +72,7 @@ def index_written(store: Store, ch: ChannelsSpec, space_id: str) -> None:
                     "search builds them", space_id, exc_info=True)
 
 
-def postings_scores(store: Store, space_id: str, words: list[str], flt: SqlFilter,
+def postings_scores(store: StoreBackend, space_id: str, words: list[str], flt: SqlFilter,
                     depth: int, context_weight: float, fts5_stats: bool,
                     prior_rows: float, spaces: Sequence[str],
                     among: Sequence[int] | None = None,
@@ -115,7 +115,7 @@ def postings_scores(store: Store, space_id: str, words: list[str], flt: SqlFilte
     return None  # writes kept landing between the refresh and the counts: FTS5 answers
 
 
-def _postings_scores(store: Store, space_id: str, words: list[str], terms: list[str | None],
+def _postings_scores(store: StoreBackend, space_id: str, words: list[str], terms: list[str | None],
                      flt: SqlFilter, depth: int, context_weight: float, fts5_stats: bool,
                      prior_rows: float, spaces: Sequence[str], states: list[PostingState],
                      among: Sequence[int] | None = None,
@@ -197,7 +197,7 @@ def _postings_scores(store: Store, space_id: str, words: list[str], terms: list[
     return _top_eligible(store, space_id, target.rowids[cand], total[cand], flt, depth)
 
 
-def _top_eligible(store: Store, space_id: str, rowids: np.ndarray, scores: np.ndarray,
+def _top_eligible(store: StoreBackend, space_id: str, rowids: np.ndarray, scores: np.ndarray,
                   flt: SqlFilter, depth: int) -> list[tuple[int, float]]:
     """The ``depth`` best (score, then lower rowid) of the rows that pass ``flt``: the best
     4 x ``depth`` checked first, then 4 times as many each round; past 64 x ``depth`` the

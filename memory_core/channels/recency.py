@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from memory_core.channels.base import ChannelContext, ChannelResult, Stage
-from memory_core.store import Store, rowid_of
+from memory_core.store import StoreBackend, rowid_of
 from memory_core.times import parse_instant
 from memory_core.types import Candidate, Channel, Memory, frozen_map
 
@@ -58,7 +58,7 @@ def gap_days(m: Memory, now: datetime) -> float:
     return abs((now - edge).total_seconds()) / SECONDS_PER_DAY
 
 
-def rank(store: Store, fused: Sequence[Candidate], now: datetime, half_life_days: float,
+def rank(store: StoreBackend, fused: Sequence[Candidate], now: datetime, half_life_days: float,
          depth: int, gaps: dict[str, float] | None = None) -> list[Candidate]:
     """The top ``depth`` fused candidates ordered by :func:`proximity` to ``now`` (best first;
     ties keep the fused order). Each candidate's score is its proximity; ``gaps``, when given,

@@ -16,7 +16,7 @@ from memory_core.config import EngineSpec
 from memory_core.embed import Embedder
 from memory_core.fusion.rrf import rrf
 from memory_core.expansion.rewrite import mix, prf_terms
-from memory_core.store import Store, rowid_of
+from memory_core.store import StoreBackend, rowid_of
 from memory_core.trace import CandidateLists, ChannelCounts, EscalationTrace
 from memory_core.types import Candidate, RetrieveRequest, frozen_map
 
@@ -51,7 +51,7 @@ class Rewrite:
     widen: int
 
 
-def rewrite(spec: EngineSpec, store: Store, embedder: Embedder, request: RetrieveRequest,
+def rewrite(spec: EngineSpec, store: StoreBackend, embedder: Embedder, request: RetrieveRequest,
             query_vec: Any, pooled: Sequence[Candidate]) -> Rewrite:
     """The second search of the escalated tier: pseudo-relevance-feedback terms appended to the
     keyword query, a hypothetical-answer vector mixed into the dense query

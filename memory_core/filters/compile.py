@@ -30,7 +30,7 @@ from memory_core.filters import fuzzy
 from memory_core.filters.labels import labels_filter
 from memory_core.filters.scope import lens_filter, memory_type_filter, scope_only_filter
 from memory_core.filters.tag_groups import compile_groups, tags_sql
-from memory_core.store import SqlFilter, Store
+from memory_core.store import SqlFilter, StoreBackend
 from memory_core.times import format_instant
 from memory_core.types import RetrieveRequest
 from memory_core.types.tags import Resolve, leaves
@@ -67,7 +67,7 @@ class FuzzyResolver:
     vocabulary holds only tags of memories passing it, so a resolution (shown in the receipt)
     never names a tag only another user's memories carry."""
 
-    def __init__(self, store: Store, space_id: str, spec: EngineSpec,
+    def __init__(self, store: StoreBackend, space_id: str, spec: EngineSpec,
                  visible: SqlFilter = SqlFilter()):
         self.store = store
         self.space_id = space_id
@@ -88,7 +88,7 @@ class FuzzyResolver:
         return tuple(out)
 
 
-def compile_filter(request: RetrieveRequest, store: Store, space_id: str, spec: EngineSpec,
+def compile_filter(request: RetrieveRequest, store: StoreBackend, space_id: str, spec: EngineSpec,
                    trace: dict[str, Any] | None = None) -> SqlFilter:
     """The full eligibility predicate of ``request`` in ``space_id`` (see the module formula).
 

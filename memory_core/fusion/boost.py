@@ -63,7 +63,7 @@ from typing import Any
 from memory_core.config import FusionSpec
 from memory_core.fusion.chat import chat_roles
 from memory_core.fusion.person import addressed_role
-from memory_core.store import Store, memory_id_of, rowid_of
+from memory_core.store import StoreBackend, memory_id_of, rowid_of
 from memory_core.trace import ConversationTerms
 from memory_core.types import Candidate, frozen_map
 
@@ -165,14 +165,14 @@ def _decisions(session_weight: float, speaker_weight: float, person_weight: floa
             "reply": off if not reply_weight else "applied" if reply else _NO_PAIR}
 
 
-def boosted(store: Store, fs: FusionSpec, query: str, fused: list[Candidate],
+def boosted(store: StoreBackend, fs: FusionSpec, query: str, fused: list[Candidate],
             terms: dict[str, dict[str, float]] | None = None) -> list[Candidate]:
     """The fused list re-scored by session evidence, named speakers, the question's person and
     replies to pooled questions (:func:`boosted_terms`, without its record)."""
     return boosted_terms(store, fs, query, fused, terms)[0]
 
 
-def boosted_terms(store: Store, fs: FusionSpec, query: str, fused: list[Candidate],
+def boosted_terms(store: StoreBackend, fs: FusionSpec, query: str, fused: list[Candidate],
                   terms: dict[str, dict[str, float]] | None = None
                   ) -> tuple[list[Candidate], ConversationTerms | None]:
     """The fused list re-scored by session evidence, named speakers, the question's person and
@@ -254,7 +254,7 @@ class ChatShape:
     left_out: int = 0
 
 
-def chat_shape(store: Store, fs: FusionSpec, rowids: Sequence[int]) -> ChatShape:
+def chat_shape(store: StoreBackend, fs: FusionSpec, rowids: Sequence[int]) -> ChatShape:
     """Which sessions of the pooled turns ``rowids`` are chats with an assistant
     (:func:`memory_core.fusion.chat.chat_roles`) and the role each of their pooled turns'
     position gives it."""

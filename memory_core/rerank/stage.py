@@ -23,7 +23,7 @@ from memory_core.config import EngineSpec, OnFailure, RerankScorer, parse_choice
 from memory_core.rerank.cross_encoder import Reranker, rerank_pool
 from memory_core.rerank.identity import score_by_rank
 from memory_core.rerank.stacked import RelevanceModel, score_pool
-from memory_core.store import Store, require_rowid
+from memory_core.store import StoreBackend, require_rowid
 from memory_core.trace import FallbackTrace, RerankRow, RerankTrace
 from memory_core.types import Candidate, Memory, Mode, Ranked, RetrieveRequest
 
@@ -33,7 +33,7 @@ class ScoringParts(Protocol):
     """What the scoring stage reads (:class:`memory_core.components.Components` is one)."""
 
     @property
-    def store(self) -> Store: ...
+    def store(self) -> StoreBackend: ...
 
     @property
     def spec(self) -> EngineSpec: ...

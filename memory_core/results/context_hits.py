@@ -23,7 +23,7 @@ from typing import Any
 
 from memory_core.config import ContextHitsSpec
 from memory_core.trace import ContextHitsTrace
-from memory_core.store import SqlFilter, Store, entity_key, memory_id_of, rowid_of
+from memory_core.store import SqlFilter, StoreBackend, entity_key, memory_id_of, rowid_of
 from memory_core.types import ContextHit, Memory, MemoryType, Result
 
 
@@ -33,7 +33,7 @@ def _hit(family: str, of: Result, m: Memory, **extra: Any) -> ContextHit:
                       session_id=m.session_id, **extra)
 
 
-def gather_context_hits(store: Store, results: Sequence[Result],
+def gather_context_hits(store: StoreBackend, results: Sequence[Result],
                         filters: Mapping[str, SqlFilter], spec: ContextHitsSpec
                         ) -> tuple[list[ContextHit], ContextHitsTrace]:
     """The context rows of ``results`` and a record of how many each family gave."""
@@ -81,14 +81,14 @@ def gather_context_hits(store: Store, results: Sequence[Result],
                                   truncated, tuple(r.memory_id for r in top))
 
 
-def _shared_passage(store: Store, m: Memory) -> int | None:
+def _shared_passage(store: StoreBackend, m: Memory) -> int | None:
     """The memory's passage when other memories share it (a split write), else None."""
     if m.passage_id is None:
         return None
     return m.passage_id if store.passage_size(m.passage_id) > 1 else None
 
 
-def _cards(store: Store, of: Result, m: Memory, flt: SqlFilter,
+def _cards(store: StoreBackend, of: Result, m: Memory, flt: SqlFilter,
            spec: ContextHitsSpec) -> list[ContextHit]:
     """Fact cards for the hit's rarest entities that other eligible memories also name."""
     keys = list(dict.fromkeys(entity_key(e) for e in m.entities))

@@ -16,12 +16,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from memory_core.store import Store, rowid_of
+from memory_core.store import StoreBackend, rowid_of
 from memory_core.types import (Candidate, Drop, DropReason, Include, MemoryType, Ranked,
                                new_drop)
 
 
-def cut_include(store: Store, ranked: Ranked, include: Include) -> Ranked:
+def cut_include(store: StoreBackend, ranked: Ranked, include: Include) -> Ranked:
     """``include``: keep one family (facts = observations, passages = written memories); the
     other family's candidates are ``include`` drops. Runs after fusion, dedup and
     ``prefer_observations`` (retrieval considered every memory) and before scoring."""

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 
 from memory_core import context as blocks
-from memory_core.store import SqlFilter, Store, memory_id_of, rowid_of
+from memory_core.store import SqlFilter, StoreBackend, memory_id_of, rowid_of
 from memory_core.types import (Memory, MemoryType, Result, RetrieveRequest)
 
 
-def notes_of(store: Store, fact_ids: list[str], space_of: dict[str, str | None],
+def notes_of(store: StoreBackend, fact_ids: list[str], space_of: dict[str, str | None],
              filters: dict[str, SqlFilter]) -> dict[str, list[str]]:
     """Eligible notes of each fact, under the filter of the fact's space."""
     out: dict[str, list[str]] = {}
@@ -25,7 +25,7 @@ def notes_of(store: Store, fact_ids: list[str], space_of: dict[str, str | None],
     return out
 
 
-def sources(store: Store, request: RetrieveRequest, ordered: list[Memory],
+def sources(store: StoreBackend, request: RetrieveRequest, ordered: list[Memory],
             chars_per_token: float, cut_mark: str = blocks.SOURCE_CUT_MARK) -> dict[int, str]:
     """Original passages per memory row in rank order, capped in total by
     ``source_max_tokens`` (converted to characters with the block's ratio) by

@@ -32,6 +32,8 @@ The package, one module per concern, all behind the one :class:`Store` facade:
 ``search``     stored embeddings and BM25 over the full-text tables
 ``spaces``     spaces and their write versions
 ``receipts``   stored retrieval receipts
+``contract``   ``StoreBackend``: what callers use of a store (the PostgreSQL backend's target)
+``location``   a store string read: ``:memory:``, a directory or a ``postgresql://`` URI
 ============== ==============================================================================
 
 Every name the single-file ``store.py`` defined is still importable from here.
@@ -61,6 +63,7 @@ from memory_core.store.sessions import SessionQueries
 from memory_core.store.spaces import SpaceQueries
 from memory_core.store.spaces import _space as _space
 from memory_core.store.sql import SqlFilter
+from memory_core.store.contract import StoreBackend as StoreBackend
 from memory_core.store.sql import _chunks as _chunks
 from memory_core.store.turns import _TURN_ORDER_AFTER as _TURN_ORDER_AFTER
 from memory_core.store.turns import _TURN_ORDER_BEFORE as _TURN_ORDER_BEFORE
@@ -69,8 +72,8 @@ from memory_core.store.turns import _write_contexts as _write_contexts
 
 __all__ = [
     "MEMORY_ID_PREFIX", "MINHASH_STORED", "PAGE_SIZE", "SCHEMA", "SCHEMA_VERSION", "NewMemory",
-    "SqlFilter", "Store", "entity_key", "memory_id_of", "pack_minhash", "pad_instant",
-    "require_rowid", "rowid_of", "unpack_minhash",
+    "SqlFilter", "Store", "StoreBackend", "entity_key", "memory_id_of", "pack_minhash",
+    "pad_instant", "require_rowid", "rowid_of", "unpack_minhash",
 ]
 
 
@@ -82,3 +85,8 @@ class Store(MemoryQueries, SessionQueries, EntityQueries, SearchQueries, SpaceQu
     each base adds the queries over its tables, and every base reads and writes only through
     what ``Database`` declares (``_query``, ``transaction``).
     """
+
+
+def _sqlite_satisfies(store: Store) -> StoreBackend:
+    """Never called: pyright checks here that the SQLite store satisfies the contract."""
+    return store
