@@ -97,15 +97,15 @@ def compile_filter(request: RetrieveRequest, store: StoreBackend, space_id: str,
     visible = scope_only_filter(request).and_(lens_filter(request.lens))
     flt = visible.and_(memory_type_filter(request))
     if request.tags:
-        flt = flt.and_(tags_sql(request.tags, request.tags_match))
+        flt = flt.and_(tags_sql(request.tags, request.tags_match, store.dialect))
     if request.tag_groups:
         nodes = request.tag_groups
         resolver = None
         if any(leaf.resolve is Resolve.FUZZY for leaf in leaves(nodes)):
             resolver = FuzzyResolver(store, space_id, spec, visible)
-        flt = flt.and_(compile_groups(nodes, resolver))
+        flt = flt.and_(compile_groups(nodes, resolver, store.dialect))
         if resolver is not None and trace is not None:
             trace["fuzzy"] = dict(resolver.resolved)
-    flt = flt.and_(labels_filter(request.labels, spec.tags.label_namespace))
+    flt = flt.and_(labels_filter(request.labels, spec.tags.label_namespace, store.dialect))
     flt = flt.and_(as_of_filter(request.as_of))
     return flt.and_(event_overlap(request.occurred_after, request.occurred_before))

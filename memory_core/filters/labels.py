@@ -30,6 +30,7 @@ from typing import Any
 from memory_core.errors import invalid
 from memory_core.filters.tag_groups import Match, tags_sql
 from memory_core.store import SqlFilter
+from memory_core.store.sql import SQLITE, Dialect
 
 
 def parse_labels(value: Any, max_labels: int) -> tuple[str, ...]:
@@ -57,9 +58,10 @@ def label_tags(label: str, namespace: str | None) -> tuple[str, ...]:
     return (label,) if not namespace else (label, f"{namespace}:{label}")
 
 
-def labels_filter(labels: Sequence[str] | None, namespace: str | None) -> SqlFilter:
+def labels_filter(labels: Sequence[str] | None, namespace: str | None,
+                  dialect: Dialect = SQLITE) -> SqlFilter:
     """The AND over labels of "carries the label" (see the module formula)."""
     flt = SqlFilter()
     for label in labels or ():
-        flt = flt.and_(tags_sql(label_tags(label, namespace), Match.ANY_STRICT))
+        flt = flt.and_(tags_sql(label_tags(label, namespace), Match.ANY_STRICT, dialect))
     return flt

@@ -49,6 +49,7 @@ from memory_core import validate
 from memory_core.config import TagFilterSpec
 from memory_core.errors import invalid
 from memory_core.store import SqlFilter
+from memory_core.store.sql import SQLITE, Dialect
 from memory_core.types.tags import And, Leaf, Match, Node, Not, Or, Resolve
 
 
@@ -177,25 +178,26 @@ def parse_groups(value: Any, spec: TagFilterSpec, prefix: str) -> tuple[Node, ..
 
 
 # -- SQL ----------------------------------------------------------------------------------------
-_IN_LIST = "t.tag IN (SELECT value FROM json_each(?))"
+_IN_LIST = "t.tag IN ({texts})"
 _HAS_ANY = f"EXISTS (SELECT 1 FROM memory_tags t WHERE t.memory_rowid = m.rowid AND {_IN_LIST})"
 _HAS_ALL = (f"(SELECT COUNT(*) FROM memory_tags t WHERE t.memory_rowid = m.rowid AND {_IN_LIST})"
             " = ?")
 _UNTAGGED = "NOT EXISTS (SELECT 1 FROM memory_tags t WHERE t.memory_rowid = m.rowid)"
 
 
-def tags_sql(tags: Sequence[str], match: Match) -> SqlFilter:
+def tags_sql(tags: Sequence[str], match: Match, dialect: Dialect = SQLITE) -> SqlFilter:
     """The predicate of one tag list under one match mode (see the module table).
 
-    The list travels as one JSON parameter (``json_each``), so a 500-tag leaf is one bound
-    value. ``all`` counts distinct matching tags (``memory_tags`` is keyed by row and tag).
+    The list travels as one JSON parameter (``json_each`` in SQLite, ``dialect.json_texts``),
+    so a 500-tag leaf is one bound value. ``all`` counts distinct matching tags
+    (``memory_tags`` is keyed by row and tag).
     """
     distinct = list(dict.fromkeys(tags))
     payload = json.dumps(distinct)
     if match.needs_all:
-        core = SqlFilter(_HAS_ALL, (payload, len(distinct)))
+        core = SqlFilter(_HAS_ALL.format(texts=dialect.json_texts), (payload, len(distinct)))
     else:
-        core = SqlFilter(_HAS_ANY, (payload,))
+        core = SqlFilter(_HAS_ANY.format(texts=dialect.json_texts), (payload,))
     if match.strict:
         return core
     return SqlFilter(f"{_UNTAGGED} OR {core.where}", core.params)
@@ -206,22 +208,24 @@ def _combine(parts: list[SqlFilter], op: str) -> SqlFilter:
     return SqlFilter(where, tuple(x for p in parts for x in p.params))
 
 
-def compile_node(node: Node, resolve: Resolver | None = None) -> SqlFilter:
+def compile_node(node: Node, resolve: Resolver | None = None,
+                 dialect: Dialect = SQLITE) -> SqlFilter:
     """One group's predicate; ``resolve`` maps a fuzzy leaf's tags to tags + resolutions."""
     if isinstance(node, Leaf):
         tags = node.tags
         if node.resolve is Resolve.FUZZY and resolve is not None:
             tags = resolve(tags)
-        return tags_sql(tags, node.match)
+        return tags_sql(tags, node.match, dialect)
     if isinstance(node, Not):
-        inner = compile_node(node.child, resolve)
+        inner = compile_node(node.child, resolve, dialect)
         return SqlFilter(f"NOT ({inner.where})", inner.params)
-    parts = [compile_node(c, resolve) for c in node.children]
+    parts = [compile_node(c, resolve, dialect) for c in node.children]
     return _combine(parts, "AND" if isinstance(node, And) else "OR")
 
 
-def compile_groups(nodes: Sequence[Node], resolve: Resolver | None = None) -> SqlFilter:
+def compile_groups(nodes: Sequence[Node], resolve: Resolver | None = None,
+                   dialect: Dialect = SQLITE) -> SqlFilter:
     """The AND of every group's predicate."""
     if not nodes:
         return SqlFilter()
-    return _combine([compile_node(n, resolve) for n in nodes], "AND")
+    return _combine([compile_node(n, resolve, dialect) for n in nodes], "AND")

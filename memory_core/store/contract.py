@@ -29,7 +29,7 @@ from memory_core.receipts import Receipt
 from memory_core.store.memories import NewMemory
 from memory_core.store.postings import PostingState
 from memory_core.store.sessions import SessionKey, SessionTurns
-from memory_core.store.sql import SqlFilter
+from memory_core.store.sql import Dialect, SqlFilter
 from memory_core.types import Memory, Space
 
 
@@ -39,6 +39,11 @@ class StoreBackend(Protocol):
     @property
     def path(self) -> str:
         """Where the store lives: its SQLite file, ``:memory:``, or its URI (no password)."""
+        ...
+
+    @property
+    def dialect(self) -> Dialect:
+        """The SQL dialect :class:`~.sql.SqlFilter` fragments for this store are written in."""
         ...
 
     def close(self) -> None:

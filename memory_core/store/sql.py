@@ -1,4 +1,16 @@
-"""SQL building blocks the query modules share: the filter fragment and chunked IN lists."""
+"""SQL building blocks the query modules share: the filter fragment, the SQL dialect the
+filter compiler writes for, and chunked IN lists.
+
+A :class:`SqlFilter` is written in the SQL both backends accept, with ``?`` placeholders (the
+PostgreSQL backend binds them as ``%s``); the one construct that differs, a bound JSON list
+read as rows of text, comes from the store's :class:`Dialect`.
+
+Example:
+    >>> SQLITE.json_texts, POSTGRES.json_texts
+    ('SELECT value FROM json_each(?)', 'SELECT jsonb_array_elements_text(CAST(? AS jsonb))')
+    >>> SqlFilter().is_trivial, SqlFilter("m.user_id = ?", ("u1",)).and_(SqlFilter()).where
+    (True, 'm.user_id = ?')
+"""
 
 from __future__ import annotations
 
@@ -8,18 +20,32 @@ from typing import Any
 
 
 @dataclass(frozen=True)
+class Dialect:
+    """What the filter compiler writes differently per database."""
+
+    name: str
+    json_texts: str  # a subquery: the texts of the JSON array bound to its one ``?``
+
+
+SQLITE = Dialect("sqlite", "SELECT value FROM json_each(?)")
+POSTGRES = Dialect("postgresql", "SELECT jsonb_array_elements_text(CAST(? AS jsonb))")
+
+TRUE = "1 = 1"  # the trivial predicate, a boolean in both databases (PostgreSQL refuses "1")
+
+
+@dataclass(frozen=True)
 class SqlFilter:
     """A WHERE fragment over the ``memories`` table aliased ``m`` with its parameters.
 
     Filters are compiled into every channel's query, so an excluded memory never takes a slot.
     """
 
-    where: str = "1"
+    where: str = TRUE
     params: tuple[Any, ...] = ()
 
     @property
     def is_trivial(self) -> bool:
-        return self.where == "1"
+        return self.where in (TRUE, "1")
 
     def and_(self, other: SqlFilter) -> SqlFilter:
         if other.is_trivial:

@@ -17,6 +17,7 @@ from memory_core.receipts import Receipt, build_receipt
 from memory_core.request import DEFAULTS, FIELDS, parse_request
 from memory_core.service import wire
 from memory_core.service.models import FIELD_TYPES
+from memory_core.store.sql import SQLITE
 from memory_core.trace import Trace
 from memory_core.types import Match, Mode, Retrieval, RetrieveRequest
 from memory_core.types.tags import Leaf, Not, Or, to_plain
@@ -67,8 +68,8 @@ def test_the_filter_compiler_does_not_parse_the_groups_again(monkeypatch):
     monkeypatch.setattr(tag_groups, "parse_groups", parse_again)
     monkeypatch.setattr(compile_mod, "parse_groups", parse_again, raising=False)
 
-    class NoStore:  # no fuzzy leaf: the compiler never reads the store
-        pass
+    class NoStore:  # no fuzzy leaf: the compiler reads only the store's SQL dialect
+        dialect = SQLITE
 
     flt = compile_mod.compile_filter(req, NoStore(), "chat", EngineSpec())  # type: ignore[arg-type]
     assert "2024-06-15T10:00:00.000000Z" in flt.params
