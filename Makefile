@@ -11,7 +11,7 @@ export TOKENIZERS_PARALLELISM := false
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv .venv
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev,ray]'
+	$(PY) -m pip install --quiet -e '.[dev,ray,postgres]'
 	touch $(STAMP)
 
 run: $(STAMP)

@@ -18,6 +18,7 @@ class ErrorCode(str, Enum):
     CONFLICT = "conflict"  # the request clashes with what is stored (409: a taken space id)
     SEARCH_FAILED = "search_failed"  # every searched space failed (503; details per space)
     STORE_DAMAGED = "store_damaged"  # the store's SQLite file cannot be read (500)
+    STORE_UNAVAILABLE = "store_unavailable"  # the store's database cannot be reached (503)
 
 
 _STATUS = {
@@ -29,6 +30,7 @@ _STATUS = {
     ErrorCode.CONFLICT: 409,
     ErrorCode.SEARCH_FAILED: 503,
     ErrorCode.STORE_DAMAGED: 500,
+    ErrorCode.STORE_UNAVAILABLE: 503,
 }
 
 
@@ -120,3 +122,16 @@ def store_damaged(path: str, cause: Exception) -> MemoryCoreError:
     return MemoryCoreError(ErrorCode.STORE_DAMAGED, "unreadable_store",
                            f"the store file {path!r} is damaged or not a memory_core store: "
                            f"{cause}", "store")
+
+
+def store_unavailable(where: str, cause: Exception) -> MemoryCoreError:
+    """A store database that cannot be reached or answer (a PostgreSQL server stopped, a
+    connection lost): 503 ``store_unavailable`` naming where (its URI without a password).
+
+    Example:
+        >>> store_unavailable("postgresql://u@h/db", OSError("connection refused")).status
+        503
+    """
+    return MemoryCoreError(ErrorCode.STORE_UNAVAILABLE, "database_unreachable",
+                           f"the store database {where!r} cannot be reached: {cause}", "store")
+

@@ -87,3 +87,73 @@ def _tiny_reranker_recipe():
         os.environ.pop("MEMORY_CORE_RERANKER", None)
     else:
         os.environ["MEMORY_CORE_RERANKER"] = old
+
+
+# -- PostgreSQL (issue 35): one real server per session, a fresh database per test ------------
+class PgServer:
+    """A PostgreSQL 16 server started by ``pgserver`` (as a non-root child, in a temporary
+    directory) for the whole session; :meth:`fresh_database` hands each test its own."""
+
+    def __init__(self, server):
+        self.server = server
+        self.uri = server.get_uri()  # postgresql://postgres:@/postgres?host=DIR
+        self._n = 0
+
+    def fresh_database(self) -> str:
+        import psycopg
+
+        self._n += 1
+        name = f"mc_test_{os.getpid()}_{self._n}"
+        with psycopg.connect(self.uri, autocommit=True) as conn:
+            conn.execute(f"CREATE DATABASE {name}")
+        return self.uri.replace("@/postgres?", f"@/{name}?")
+
+    def drop_database(self, uri: str) -> None:
+        import psycopg
+
+        name = uri.split("@/", 1)[1].split("?", 1)[0]
+        with psycopg.connect(self.uri, autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+@pytest.fixture(scope="session")
+def pg_server():
+    """The session's PostgreSQL. Without the ``postgres`` extra the PostgreSQL tests are
+    skipped, except in CI (``CI`` set), where a missing install is a failure."""
+    import tempfile
+
+    try:
+        import pgserver
+        import psycopg  # noqa: F401
+    except ImportError as exc:
+        if os.environ.get("CI"):
+            raise
+        pytest.skip(f"PostgreSQL tests need the postgres extra ({exc})")
+    import warnings
+
+    # under /tmp itself: the server runs as a non-root user, which must reach its directory
+    with warnings.catch_warnings():  # platformdirs: no XDG_RUNTIME_DIR on CI machines
+        warnings.simplefilter("ignore")
+        server = pgserver.get_server(tempfile.mkdtemp(prefix="memory_core-pg-"),
+                                     cleanup_mode="delete")
+    yield PgServer(server)
+    server.cleanup()
+
+
+@pytest.fixture
+def pg_uri(pg_server):
+    """A fresh, empty database on the session's server (dropped after the test)."""
+    uri = pg_server.fresh_database()
+    yield uri
+    pg_server.drop_database(uri)
+
+
+BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+
+
+@pytest.fixture(params=BACKENDS)
+def store_location(request, tmp_path):
+    """A store location on each backend: a directory, then a fresh PostgreSQL database."""
+    if request.param == "sqlite":
+        return str(tmp_path / "store")
+    return request.getfixturevalue("pg_uri")

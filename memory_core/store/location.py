@@ -25,7 +25,8 @@ from enum import Enum
 from pathlib import Path
 
 from memory_core.errors import invalid
-from memory_core.store import Store
+from memory_core.store import Store, StoreBackend
+from memory_core.store.uri import redact_url
 
 # RFC 3986: scheme = ALPHA *( ALPHA / DIGIT / "+" / "-" / "." ), then "://"
 _URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
@@ -75,25 +76,28 @@ def parse_location(location: str | Path) -> StoreLocation:
                   "path, never a URL)", "store")
 
 
-def redact_url(text: str) -> str:
-    """``text`` with any password of a URL's user part replaced by ``***`` (for messages).
-
-    Example:
-        >>> redact_url("postgresql://bob:secret@db/x")
-        'postgresql://bob:***@db/x'
-    """
-    return re.sub(r"^([A-Za-z][A-Za-z0-9+.-]*://[^:@/?#]*):[^@/?#]*@", r"\1:***@", text)
-
-
-def open_location(location: str | Path) -> tuple[Store, Path | None]:
+def open_location(location: str | Path) -> tuple[StoreBackend, Path | None]:
     """Open the store at ``location``: ``(store, its directory or None)``. A directory is
     created when missing (its SQLite file ``memory.sqlite`` too); ``":memory:"`` has none."""
     loc = parse_location(location)
     if loc.kind is StoreKind.MEMORY:
         return Store(":memory:"), None
     if loc.kind is StoreKind.POSTGRESQL:
-        raise invalid("unsupported_store", f"store {redact_url(loc.text)!r}: the PostgreSQL "
-                      "backend is not available in this build", "store")
+        return _open_postgres(loc.text), None
     root = Path(loc.text)
     root.mkdir(parents=True, exist_ok=True)
     return Store(root / "memory.sqlite"), root
+
+
+def _open_postgres(uri: str) -> StoreBackend:
+    """The PostgreSQL store at ``uri``; without psycopg installed, a 422 that says how to get
+    it (the ``postgres`` extra)."""
+    try:
+        import psycopg  # noqa: F401 -- only to say clearly when it is missing
+    except ImportError as exc:
+        raise invalid("unsupported_store", f"store {redact_url(uri)!r}: PostgreSQL needs "
+                      "psycopg 3: pip install 'memory_core[postgres]'", "store") from exc
+    from memory_core.store.pg import PgStore
+
+    return PgStore(uri)
+

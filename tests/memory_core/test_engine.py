@@ -1,9 +1,17 @@
-"""Engine behaviour on the hash embedder (no model): API contract, validation, receipts."""
+"""Engine behaviour on the hash embedder (no model): API contract, validation, receipts; each
+test on both store backends (SQLite, and a real PostgreSQL: the ``store_location`` fixture)."""
 
 import pytest
 
 from memory_core import MemoryCoreError, MemoryEngine
 from memory_core.types import DropReason
+
+
+@pytest.fixture
+def engine(store_location, hash_embedder):
+    eng = MemoryEngine.open(store_location, embedder=hash_embedder)
+    yield eng
+    eng.close()
 
 
 @pytest.fixture

@@ -1,0 +1,51 @@
+"""PostgreSQL as the store (issue 35): :class:`PgStore`, the second
+:class:`~memory_core.store.contract.StoreBackend`.
+
+``MemoryEngine.open("postgresql://USER@HOST/DB")`` (any libpq URI, the Unix-socket form
+``postgresql://postgres:@/postgres?host=/tmp/x`` included) opens it; psycopg 3 is imported
+only then (the ``postgres`` extra). The same behaviour as SQLite, module by module:
+
+============== ==============================================================================
+``schema``     the tables in PostgreSQL's types (text in the ``"C"`` collation: SQLite's order)
+``db``         ``PgDatabase``: the connection, its lock, write transactions under the store's
+               advisory lock, ``REPEATABLE READ`` snapshots, 503 ``store_unavailable``
+``queries``    the batch write and the reads PostgreSQL spells differently (null-safe ``IS``,
+               JSON functions); every other query is the SQLite mix-ins' SQL, unchanged
+``fulltext``   stored vectors, eligibility, and BM25 from a process-local FTS5 mirror of the
+               database's rows (FTS5's scores exactly; the filter always runs in PostgreSQL)
+============== ==============================================================================
+
+Not yet (issue 35's later steps): API keys in the database (``memory-core serve`` and
+``keys create`` take a store directory only), pgvector HNSW for the dense channel (today the
+process-local faiss index is built from the vectors stored here), ``memory-core migrate``.
+"""
+
+from __future__ import annotations
+
+from memory_core.store.contract import StoreBackend
+from memory_core.store.pg.fulltext import PgSearch
+from memory_core.store.pg.queries import PgEntityQueries, PgMemoryQueries, PgSessionQueries
+from memory_core.store.receipts import ReceiptQueries
+from memory_core.store.spaces import SpaceQueries
+from memory_core.store.sql import POSTGRES, Dialect
+
+__all__ = ["PgStore"]
+
+
+class PgStore(PgMemoryQueries, PgSessionQueries, PgEntityQueries, SpaceQueries, ReceiptQueries,
+              PgSearch):
+    """The PostgreSQL store: SQLite's query mix-ins over :class:`~.db.PgDatabase`, with the
+    PostgreSQL spellings of :mod:`.queries` and the search of :mod:`.fulltext`."""
+
+    dialect: Dialect = POSTGRES  # what the filter compiler writes for (store/sql.py)
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            self._mirror.close()
+
+
+def _pg_satisfies(store: PgStore) -> StoreBackend:
+    """Never called: pyright checks here that the PostgreSQL store satisfies the contract."""
+    return store

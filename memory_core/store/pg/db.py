@@ -1,0 +1,188 @@
+"""The PostgreSQL connection every PostgreSQL query works through (psycopg 3).
+
+:class:`PgDatabase` takes the place of SQLite's :class:`~memory_core.store.db.Database` under
+the same query mix-ins: it declares the same ``_query``, ``transaction()`` and
+``read_snapshot()``, so the mix-ins' SQL (written in what both databases accept, with ``?``
+placeholders, bound here as ``%s``) runs unchanged; what PostgreSQL spells differently is
+overridden in :mod:`memory_core.store.pg.queries`.
+
+- One connection behind one lock per store object (as SQLite's); a write is one transaction
+  holding the store's advisory write lock (:data:`~.schema.WRITE_LOCK`), so writers of every
+  process commit one at a time, in rowid order;
+- ``read_snapshot()`` is one ``REPEATABLE READ`` transaction: its reads see one state of the
+  database whatever other processes commit meanwhile;
+- a server that cannot be reached (stopped, connection lost) is a 503 ``store_unavailable``;
+  nothing partial is written (the transaction is rolled back with the connection), and the
+  next call connects again, so the store recovers by itself once the server is back.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from memory_core.errors import store_unavailable
+from memory_core.store.db import Database
+from memory_core.store.uri import redact_url
+from memory_core.store.pg.schema import SCHEMA, SCHEMA_VERSION, WRITE_LOCK
+
+
+_IDLE = 0  # psycopg.pq.TransactionStatus.IDLE: no transaction open on the connection
+
+
+class PgRow(tuple):
+    """A row read by index or by column name, as ``sqlite3.Row`` is (the mix-ins use both)."""
+
+    __slots__ = ()
+    _index: dict[str, int] = {}
+
+    def __getitem__(self, key: Any) -> Any:  # type: ignore[override]
+        if isinstance(key, str):
+            return tuple.__getitem__(self, self._index[key])
+        return tuple.__getitem__(self, key)
+
+
+_ROW_CLASSES: dict[tuple[str, ...], type[PgRow]] = {}
+
+
+def _row_factory(cursor: Any) -> Any:
+    """psycopg row factory: each row a :class:`PgRow` of the statement's columns."""
+    names = tuple(c.name for c in (cursor.description or ()))
+    cls = _ROW_CLASSES.get(names)
+    if cls is None:
+        cls = _ROW_CLASSES[names] = type("Row", (PgRow,), {
+            "__slots__": (), "_index": {n: i for i, n in enumerate(names)}})
+    return cls
+
+
+def bind(sql: str) -> str:
+    """A statement of the mix-ins' SQL with psycopg's placeholders: ``?`` becomes ``%s`` (and
+    a literal ``%`` is doubled). The SQL never holds a ``?`` of its own (values are bound).
+
+    Example:
+        >>> bind("SELECT x FROM t WHERE a = ? AND b LIKE 'p%'")
+        "SELECT x FROM t WHERE a = %s AND b LIKE 'p%%'"
+    """
+    return sql.replace("%", "%%").replace("?", "%s")
+
+
+class _Tx:
+    """What ``transaction()`` yields: ``execute`` / ``executemany`` in the mix-ins' SQL."""
+
+    def __init__(self, conn: Any):
+        self._conn = conn
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        return self._conn.execute(bind(sql), tuple(params))
+
+    def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        if rows:
+            with self._conn.cursor() as cur:
+                cur.executemany(bind(sql), [tuple(r) for r in rows])
+
+
+class PgDatabase(Database):
+    """One psycopg connection behind one lock; every batch write is one transaction."""
+
+    def __init__(self, uri: str):  # noqa: D107 -- deliberately not Database.__init__ (SQLite)
+        self.uri = uri
+        self.path = redact_url(uri)
+        self._lock = threading.RLock()
+        self._writing = False
+        self._snapshot_stamp = threading.local()
+        self._conn: Any = None
+        with self._lock, self._translated():
+            conn = self._connection()
+            with conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
+                conn.execute(SCHEMA)
+                found = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'"
+                                     ).fetchone()
+                if found is None:
+                    conn.execute("INSERT INTO meta(key, value) VALUES ('schema_version', %s)",
+                                 (str(SCHEMA_VERSION),))
+                elif int(found[0]) > SCHEMA_VERSION:
+                    raise ValueError(f"store {self.path!r} has schema {found[0]}, newer than "
+                                     f"this version of memory_core reads ({SCHEMA_VERSION})")
+
+    def _connection(self) -> Any:
+        """The open connection, connecting (again) when there is none or it was lost."""
+        if self._conn is None or self._conn.closed or self._conn.broken:
+            import psycopg  # lazily: only PostgreSQL stores need it
+
+            self._conn = psycopg.connect(self.uri, autocommit=True, row_factory=_row_factory,
+                                         connect_timeout=5)
+        return self._conn
+
+    @contextmanager
+    def _translated(self) -> Iterator[None]:
+        """A server that cannot be reached becomes 503 ``store_unavailable`` (the lost
+        connection is dropped: the next call connects again)."""
+        import psycopg
+
+        try:
+            yield
+        except psycopg.OperationalError as exc:
+            conn = self._conn
+            if conn is not None and not (conn.closed or conn.broken):
+                raise  # the server answered (a lock timeout, a cancel): not unreachable
+            self._conn = None
+            if conn is not None and not conn.closed:
+                conn.close()
+            raise store_unavailable(self.path, exc) from exc
+
+    def _migrate(self, fresh: bool) -> None:
+        raise NotImplementedError("the PostgreSQL schema is created in __init__")
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    @contextmanager
+    def transaction(self) -> Iterator[Any]:
+        """``BEGIN`` ... ``COMMIT`` holding the store's write lock; any exception rolls the
+        whole batch back."""
+        with self._lock, self._translated():
+            conn = self._connection()
+            with conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
+                self._writing = True  # read caches keep nothing until it ends
+                try:
+                    yield _Tx(conn)
+                finally:
+                    self._writing = False
+
+    @contextmanager
+    def read_snapshot(self) -> Iterator[None]:
+        """The reads inside see one state of the database (``REPEATABLE READ``) and no write
+        of this store object interleaves (the lock is held). Within a transaction already
+        open, it is that one's."""
+        with self._lock, self._translated():
+            conn = self._connection()
+            if conn.info.transaction_status != _IDLE:  # this thread's own (the lock is held)
+                yield
+                return
+            conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            self._snapshot_stamp.value = -1
+            try:
+                yield
+            except BaseException:
+                if not conn.closed:
+                    conn.execute("ROLLBACK")
+                raise
+            finally:
+                self._snapshot_stamp.value = None
+            conn.execute("COMMIT")
+
+    def _query(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        with self._lock, self._translated():
+            return self._connection().execute(bind(sql), tuple(params)).fetchall()
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self.transaction() as c:
+            c.execute("INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT (key) "
+                      "DO UPDATE SET value = EXCLUDED.value", (key, value))
