@@ -121,19 +121,18 @@ def pg_server():
     """The session's PostgreSQL. Without the ``postgres`` extra the PostgreSQL tests are
     skipped, except in CI (``CI`` set), where a missing install is a failure."""
     import tempfile
-
-    try:
-        import pgserver
-        import psycopg  # noqa: F401
-    except ImportError as exc:
-        if os.environ.get("CI"):
-            raise
-        pytest.skip(f"PostgreSQL tests need the postgres extra ({exc})")
     import warnings
 
-    # under /tmp itself: the server runs as a non-root user, which must reach its directory
     with warnings.catch_warnings():  # platformdirs: no XDG_RUNTIME_DIR on CI machines
         warnings.simplefilter("ignore")
+        try:
+            import pgserver
+            import psycopg  # noqa: F401
+        except ImportError as exc:
+            if os.environ.get("CI"):
+                raise
+            pytest.skip(f"PostgreSQL tests need the postgres extra ({exc})")
+        # under /tmp itself: the server runs as a non-root user, which must reach its directory
         server = pgserver.get_server(tempfile.mkdtemp(prefix="memory_core-pg-"),
                                      cleanup_mode="delete")
     yield PgServer(server)

@@ -1,0 +1,135 @@
+"""The PostgreSQL store's own guarantees (issue 35), against a real server: batches whole or
+not at all, several store objects (processes) over one database, a stopped server."""
+
+from __future__ import annotations
+
+import dataclasses
+import tempfile
+import threading
+import warnings
+
+import numpy as np
+import pytest
+
+from memory_core import MemoryCoreError, MemoryEngine
+from memory_core.store import NewMemory
+from memory_core.store.pg import PgStore
+from memory_core.types import MemoryType
+
+pytestmark = pytest.mark.postgres
+
+
+def _new(space_id: str, content: str) -> NewMemory:
+    return NewMemory(space_id=space_id, content=content, content_hash=f"h-{content}",
+                     memory_type=MemoryType.FACT, passage=content, passage_id=None,
+                     document_id=None, metadata={}, entities=("Alice",),
+                     timestamp="2024-06-15T10:00:00.000000Z",
+                     recorded_at="2024-06-15T10:00:00.000000Z", occurred_start=None,
+                     occurred_end=None, user_id=None, agent_id=None, session_id=None,
+                     tags=("t",), source_rowids=(), embedding=np.ones(4, dtype=np.float32),
+                     minhash=None)
+
+
+def test_a_batch_is_written_whole_or_not_at_all(pg_uri, hash_embedder):
+    with MemoryEngine.open(pg_uri, embedder=hash_embedder) as eng:
+        eng.create_space("s")
+        eng.write("s", "first memory")
+        store = eng.store
+        before = (store.store_stamp(), store.versions(), store.count_memories())
+        # the third item names a space that does not exist: its row breaks the foreign key
+        batch = [_new("s", "two"), _new("s", "three"), _new("nowhere", "four")]
+        with pytest.raises(Exception, match="foreign key"):
+            store.insert_batch(batch)
+        assert (store.store_stamp(), store.versions(), store.count_memories()) == before
+        assert store.insert_batch(batch[:2]) == [2, 3]  # the numbering goes on unbroken
+        assert store.versions()["s"] == before[1]["s"] + 1
+        got = store.get_memories([2, 3])
+        assert [m.tags for m in got.values()] == [("t",), ("t",)]
+        assert store.entity_keys([2]) == {2: ["alice"]}
+
+
+def test_writes_of_another_process_are_read_at_once(pg_uri, hash_embedder):
+    """Two engines over one database (two service processes): a write acknowledged by one is
+    read by the other's next request: memories, counts, versions, dense and keyword hits."""
+    a = MemoryEngine.open(pg_uri, embedder=hash_embedder)
+    b = MemoryEngine.open(pg_uri, embedder=hash_embedder)
+    try:
+        a.create_space("s")
+        a.write_many("s", [{"content": "the garden hose is green"}, {"content": "a puppy"}])
+        assert b.retrieve(query="garden hose", space_id="s", mode="fast").results[0].content \
+            == "the garden hose is green"
+        (mid,) = b.write_many("s", [{"content": "zebras crossed the savanna", "tags": ["z"]}])
+        assert a.count_memories("s") == 3 and a.store.versions() == b.store.versions()
+        for channels in ("bm25", "vector", None):
+            body = {"query": "zebras savanna", "space_id": "s", "mode": "fast", "limit": 1}
+            if channels:
+                body["channels"] = channels
+            got = a.retrieve(body).results
+            assert [(r.memory_id, r.tags) for r in got] == [(mid, ("z",))], channels
+    finally:
+        a.close()
+        b.close()
+
+
+def test_concurrent_writers_lose_nothing_and_number_once(pg_uri, hash_embedder):
+    engines = [MemoryEngine.open(pg_uri, embedder=hash_embedder) for _ in range(2)]
+    engines[0].create_space("s")
+    written: list[list[str]] = [[], []]
+
+    def burst(i: int) -> None:
+        for n in range(15):
+            written[i] += engines[i].write_many("s", [{"content": f"writer {i} item {n} {k}"}
+                                                      for k in range(3)])
+
+    threads = [threading.Thread(target=burst, args=(i,)) for i in range(2)]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=120)
+        ids = written[0] + written[1]
+        assert len(ids) == len(set(ids)) == 90
+        assert engines[0].count_memories("s") == 90
+        assert engines[1].store.versions()["s"] == 30  # +1 per batch, none lost
+        assert sorted(engines[0].store.space_rowids("s").tolist()) == list(range(1, 91))
+    finally:
+        for e in engines:
+            e.close()
+
+
+def test_a_stopped_server_is_503_then_recovers_without_reopening(hash_embedder):
+    """Its own server (the session's must keep running): stopped under an open engine, reads
+    and writes fail fast with 503 ``store_unavailable``, nothing partial is written; started
+    again, the same engine serves on."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import pgserver
+
+        data = tempfile.mkdtemp(prefix="memory_core-pg-fault-")
+        server = pgserver.get_server(data, cleanup_mode="stop")
+    eng = MemoryEngine.open(server.get_uri(), embedder=hash_embedder)
+    try:
+        eng.create_space("s")
+        eng.write("s", "before the outage")
+        server.cleanup()  # stops the server
+        for call in (lambda: eng.write("s", "during the outage"),
+                     lambda: eng.retrieve(query="outage", space_id="s", mode="fast")):
+            with pytest.raises(MemoryCoreError) as err:
+                call()
+            assert (err.value.status, err.value.code.value) == (503, "store_unavailable")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            server = pgserver.get_server(data, cleanup_mode="delete")
+        got = eng.retrieve(query="outage", space_id="s", mode="fast").results
+        assert [r.content for r in got] == ["before the outage"]
+        assert eng.count_memories("s") == 1
+    finally:
+        eng.close()
+        server.cleanup()
+
+
+def test_close_releases_the_connection(pg_uri):
+    store = PgStore(pg_uri)
+    store.close()
+    store.close()  # twice is harmless
+    assert dataclasses.is_dataclass(_new("s", "x"))
