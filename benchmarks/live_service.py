@@ -36,7 +36,7 @@ def free_port() -> int:
 @dataclass
 class LiveService:
     url: str
-    store: Path
+    store: str  # the store directory, or a postgresql:// URI
     log: Path
     keys: dict[str, str] = field(default_factory=dict)
 
@@ -51,18 +51,25 @@ class LiveService:
 
 @contextlib.contextmanager
 def start_service(tmp: Path, principals: Sequence[str], engine_factory: str | None = HASH_ENGINE,
-                  extra: Sequence[str] = ()) -> Iterator[LiveService]:
+                  extra: Sequence[str] = (), store: str | None = None,
+                  keys_file: Path | None = None) -> Iterator[LiveService]:
     """Keys for ``principals``, then ``python -m memory_core.cli serve`` until /healthz
-    answers; stopped (SIGTERM, then kill) on exit."""
-    store = tmp / "store"
-    keys = KeyStore.for_store(store)
+    answers; stopped (SIGTERM, then kill) on exit. ``store``: ``tmp/store`` unless given (a
+    ``postgresql://`` URI, whose keys then go to ``keys_file``, default ``tmp/keys.json``);
+    keys already in the file are kept (a second process serving the same store)."""
+    served = str(tmp / "store") if store is None else store
+    if keys_file is None and store is not None:
+        keys_file = tmp / "keys.json"
+    keys = KeyStore.for_store(served, keys_file)
     made = {p: keys.create(p) for p in principals}
     port = free_port()
-    argv = [sys.executable, "-m", "memory_core.cli", "serve", "--store", str(store),
+    argv = [sys.executable, "-m", "memory_core.cli", "serve", "--store", served,
             "--host", "127.0.0.1", "--port", str(port), *extra]
+    if keys_file is not None:
+        argv += ["--keys", str(keys_file)]
     if engine_factory is not None:
         argv += ["--engine-factory", engine_factory]
-    log = tmp / "server.log"
+    log = tmp / f"server-{port}.log"
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
     with open(log, "wb") as out:
         proc = subprocess.Popen(argv, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env=env)
@@ -80,7 +87,7 @@ def start_service(tmp: Path, principals: Sequence[str], engine_factory: str | No
             if time.monotonic() > deadline:
                 raise RuntimeError(f"server did not start:\n{log.read_text()}")
             time.sleep(0.1)
-        yield LiveService(url, store, log, made)
+        yield LiveService(url, served, log, made)
     finally:
         proc.terminate()
         try:

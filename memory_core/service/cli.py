@@ -2,6 +2,7 @@
 
     memory-core keys create --store DIR --principal NAME   # the key is stdout's last line
     memory-core serve --store DIR [--host 127.0.0.1] [--port 8080]
+    memory-core serve --store postgresql://... --keys FILE  # a database store: keys in FILE
 
 Nothing here imports FastAPI or uvicorn until ``serve`` runs.
 """
@@ -16,6 +17,8 @@ from typing import Any
 from memory_core.errors import MemoryCoreError
 
 COMMANDS = ("serve", "keys")
+KEYS_HELP = ("the API keys file (default: keys.json in the store directory; required for a "
+             "store named by a postgresql:// URI)")
 
 
 def add_commands(sub: Any, make_parser: Callable[..., argparse.ArgumentParser]) -> None:
@@ -24,7 +27,9 @@ def add_commands(sub: Any, make_parser: Callable[..., argparse.ArgumentParser]) 
 
     serve = sub.add_parser("serve", allow_abbrev=False,
                            help="serve a store over HTTP (both seeds' APIs, bearer keys)")
-    serve.add_argument("--store", required=True, metavar="DIR", help="the store directory")
+    serve.add_argument("--store", required=True, metavar="DIR|URI",
+                       help="the store directory, or a postgresql:// URI")
+    serve.add_argument("--keys", metavar="FILE", help=KEYS_HELP)
     serve.add_argument("--host", default=DEFAULT_HOST,
                        help=f"address to listen on (default {DEFAULT_HOST}: this machine only)")
     serve.add_argument("--port", type=int, default=DEFAULT_PORT,
@@ -39,7 +44,9 @@ def add_commands(sub: Any, make_parser: Callable[..., argparse.ArgumentParser]) 
     keys_sub = keys.add_subparsers(dest="keys_command", required=True, metavar="ACTION")
     create = keys_sub.add_parser("create", allow_abbrev=False,
                                  help="create a key for a principal; prints it once")
-    create.add_argument("--store", required=True, metavar="DIR", help="the store directory")
+    create.add_argument("--store", required=True, metavar="DIR|URI",
+                        help="the store directory, or a postgresql:// URI")
+    create.add_argument("--keys", metavar="FILE", help=KEYS_HELP)
     create.add_argument("--principal", required=True, metavar="NAME",
                         help="who the key acts as (space members name principals)")
     for parser in (serve, keys, create):
@@ -56,7 +63,8 @@ def run(args: argparse.Namespace) -> int:
         if args.max_body_bytes is not None and args.max_body_bytes < 1:
             args.command_parser.error("--max-body-bytes must be >= 1")
         try:
-            serve(args.store, args.host, args.port, args.engine_factory, args.max_body_bytes)
+            serve(args.store, args.host, args.port, args.engine_factory, args.max_body_bytes,
+                  args.keys)
         except ValueError as exc:  # a bad --engine-factory or a damaged keys file
             print(f"error: {exc}", file=sys.stderr)
             return 1
@@ -67,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
     from memory_core.service.keys import KeyStore
 
     try:
-        store = KeyStore.for_store(args.store)
+        store = KeyStore.for_store(args.store, args.keys)
         key = store.create(args.principal)
     except MemoryCoreError as err:
         print(f"error: {err.code.value}/{err.reason}: {err.message}", file=sys.stderr)

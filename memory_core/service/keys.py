@@ -88,13 +88,16 @@ class KeyStore:
         self._records: dict[str, KeyRecord] = {}
 
     @classmethod
-    def for_store(cls, store_dir: str | Path) -> KeyStore:
-        """The keys file of a store directory; a store named by a URL keeps no keys file
-        yet (422 ``unsupported_store``: keys in the database are a later step of issue 35)."""
+    def for_store(cls, store_dir: str | Path, keys_file: str | Path | None = None) -> KeyStore:
+        """The keys file ``keys_file``, else the one of a store directory. A store named by a
+        URL has no directory to keep it in: without ``keys_file`` it is a 422
+        ``unsupported_store`` (keys in the database are a later step of issue 35)."""
+        if keys_file is not None:
+            return cls(Path(keys_file))
         if parse_location(store_dir).is_url:
-            raise invalid("unsupported_store", f"store {redact_url(str(store_dir))!r}: API keys "
-                          "are kept beside a store directory only (not yet in a database)",
-                          "store")
+            raise invalid("unsupported_store", f"store {redact_url(str(store_dir))!r}: a store "
+                          "named by a URL keeps its API keys in the file --keys names (not yet "
+                          "in the database)", "store")
         return cls(Path(store_dir) / KEYS_FILE)
 
     # -- reading ------------------------------------------------------------------------------

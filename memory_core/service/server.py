@@ -1,6 +1,8 @@
-"""``memory-core serve``: one uvicorn process serving one store directory.
+"""``memory-core serve``: one uvicorn process serving one store (a directory, or a PostgreSQL
+database named by a ``postgresql://`` URI, its API keys then in the file ``--keys`` names).
 
     memory-core serve --store ./mem [--host 127.0.0.1] [--port 8080]
+    memory-core serve --store postgresql://USER@HOST/DB --keys ./keys.json --port 8081
 
 One process, one worker: the engine holds each space's vector index in memory, and a second
 process would hold a second copy that never sees the first one's writes. ``--engine-factory
@@ -21,6 +23,7 @@ from typing import cast
 
 from memory_core.engine import MemoryEngine
 from memory_core.service.keys import KeyStore
+from memory_core.store.uri import redact_url
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8080
@@ -53,17 +56,20 @@ def _log_to_stderr() -> None:
 
 
 def serve(store: str | Path, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
-          engine_factory: str | None = None, max_body_bytes: int | None = None) -> None:
-    """Open the store and serve it until interrupted."""
+          engine_factory: str | None = None, max_body_bytes: int | None = None,
+          keys_file: str | Path | None = None) -> None:
+    """Open the store and serve it until interrupted (API keys from ``keys_file``, else the
+    store directory's keys file)."""
     import uvicorn
 
     from memory_core.service.app import create_app
     from memory_core.service.shared import ServiceSettings
 
-    keys = KeyStore.for_store(store)
+    keys = KeyStore.for_store(store, keys_file)
     if not keys.records():  # also fails now, not per request, on a damaged keys file
         print(f"warning: no API keys in {keys.path}; every request will be 401 until one is "
-              f"created with: memory-core keys create --store {store} --principal NAME",
+              f"created with: memory-core keys create --store {redact_url(str(store))} "
+              f"{'' if keys_file is None else f'--keys {keys_file} '}--principal NAME",
               file=sys.stderr)
     settings = ServiceSettings() if max_body_bytes is None else ServiceSettings(max_body_bytes)
     _log_to_stderr()

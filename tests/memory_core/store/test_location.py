@@ -72,3 +72,11 @@ def test_passwords_stay_out_of_messages():
     with pytest.raises(MemoryCoreError) as err:
         parse_location("mysql://bob:s3cret@db/x")
     assert "s3cret" not in err.value.message
+
+
+def test_keys_of_a_url_store_go_to_the_file_named(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    code = main(["keys", "create", "--store", "postgresql://u@/db?host=/tmp/none",
+                 "--keys", "k.json", "--principal", "alice"])
+    assert code == 0 and capsys.readouterr().out.startswith("mck_")
+    assert os.listdir(tmp_path) == ["k.json"] or sorted(os.listdir(tmp_path))[0] == "k.json"

@@ -1,0 +1,96 @@
+"""Two ``memory-core serve`` processes over one PostgreSQL database (issue 35), each a real
+uvicorn process on its own port, sharing one keys file.
+
+The rule tested (docs/engine.md, "Storage"): a write acknowledged by one process is read by
+the next request to the other, whatever it reads through (keyword, vector, hybrid, by id), and
+writes through both lose nothing and number each memory once."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from benchmarks.live_service import LiveService, start_service
+
+pytestmark = [pytest.mark.postgres, pytest.mark.service]
+
+
+@pytest.fixture(scope="module")
+def pair(pg_server, tmp_path_factory) -> Iterator[tuple[LiveService, LiveService]]:
+    uri = pg_server.fresh_database()
+    tmp = tmp_path_factory.mktemp("svc-pg")
+    keys = tmp / "keys.json"
+    try:
+        with start_service(tmp, ("alice", "bob"), store=uri, keys_file=keys) as a, \
+                start_service(tmp, (), store=uri, keys_file=keys) as b:
+            b.keys.update(a.keys)
+            with a.client("alice") as c:
+                assert c.post("/v1/spaces", json={
+                    "space_id": "pay", "description": "Payments team",
+                    "members": {"bob": "developer"}}).status_code == 201
+            yield a, b
+    finally:
+        pg_server.drop_database(uri)
+
+
+def test_a_write_acknowledged_by_one_is_read_by_the_next_request_to_the_other(pair):
+    a, b = pair
+    with a.client("alice") as ca, b.client("alice") as cb:
+        assert [s["space_id"] for s in cb.get("/v1/spaces").json()["spaces"]] == ["pay"]
+        for n, channels in enumerate(("bm25", "vector", "hybrid")):
+            w = ca.post("/v1/spaces/pay/memories", json={"items": [
+                {"content": f"zebra number {n} crossed the savanna", "tags": ["z"]}]})
+            assert w.status_code == 201
+            (mid,) = w.json()["memory_ids"]
+            r = cb.post("/v1/retrieve", json={"query": f"zebra number {n} savanna",
+                                              "space_id": "pay", "mode": "fast", "limit": 1,
+                                              "channels": channels})
+            assert r.status_code == 200
+            assert [(h["memory_id"], h["tags"]) for h in r.json()["results"]] == [(mid, ["z"])]
+            assert cb.get(f"/v1/memories/{mid}").status_code == 200
+
+
+def test_a_refused_write_stores_nothing_on_either(pair):
+    a, b = pair
+    with a.client("alice") as ca, b.client("alice") as cb:
+        r = ca.post("/v1/spaces/pay/memories", json={"items": [
+            {"content": "fine item about walruses"}, {"content": ""}]})
+        assert r.status_code == 422
+        for c in (ca, cb):
+            hits = c.post("/v1/retrieve", json={"query": "walruses", "space_id": "pay",
+                                                "channels": "bm25"}).json()["results"]
+            assert hits == []
+
+
+def test_writers_on_both_lose_nothing_and_number_once(pair):
+    acked: list[str] = []
+    errors: list[str] = []
+    lock = threading.Lock()
+
+    def client(svc: LiveService, n: int) -> None:
+        with svc.client("bob") as c:
+            for i in range(5):
+                r = c.post("/v1/spaces/pay/memories",
+                           json={"items": [{"content": f"writer {n} wrote note {i}"}]})
+                with lock:
+                    if r.status_code == 201:
+                        acked.extend(r.json()["memory_ids"])
+                    else:
+                        errors.append(r.text)
+
+    threads = [threading.Thread(target=client, args=(pair[n % 2], n)) for n in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert errors == [] and len(acked) == 30 == len(set(acked))
+    for svc in pair:
+        with svc.client("bob") as c:
+            for n in range(6):
+                found = c.post("/v1/retrieve", json={
+                    "query": f"writer {n} wrote note", "space_id": "pay", "limit": 50,
+                    "channels": "bm25"}).json()["results"]
+                assert {f"writer {n} wrote note {i}" for i in range(5)} <= {
+                    h["content"] for h in found}
