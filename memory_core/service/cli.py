@@ -3,6 +3,7 @@
     memory-core keys create --store DIR --principal NAME   # the key is stdout's last line
     memory-core serve --store DIR [--host 127.0.0.1] [--port 8080]
     memory-core serve --store postgresql://... --keys FILE  # a database store: keys in FILE
+    memory-core migrate --from DIR --to postgresql://... [--keys FILE]   # copy a store
 
 Nothing here imports FastAPI or uvicorn until ``serve`` runs.
 """
@@ -16,7 +17,7 @@ from typing import Any
 
 from memory_core.errors import MemoryCoreError
 
-COMMANDS = ("serve", "keys")
+COMMANDS = ("serve", "keys", "migrate")
 KEYS_HELP = ("the API keys file (default: keys.json in the store directory; required for a "
              "store named by a postgresql:// URI)")
 
@@ -49,7 +50,16 @@ def add_commands(sub: Any, make_parser: Callable[..., argparse.ArgumentParser]) 
     create.add_argument("--keys", metavar="FILE", help=KEYS_HELP)
     create.add_argument("--principal", required=True, metavar="NAME",
                         help="who the key acts as (space members name principals)")
-    for parser in (serve, keys, create):
+    migrate = sub.add_parser("migrate", allow_abbrev=False,
+                             help="copy a store directory into an empty PostgreSQL database "
+                             "(same ids and vectors: nothing is embedded again)")
+    migrate.add_argument("--from", dest="source", required=True, metavar="DIR",
+                         help="the store directory to copy")
+    migrate.add_argument("--to", dest="target", required=True, metavar="URI",
+                         help="an empty PostgreSQL database (postgresql://...)")
+    migrate.add_argument("--keys", metavar="FILE",
+                         help="also copy the directory's API keys file here")
+    for parser in (serve, keys, create, migrate):
         parser.set_defaults(command_parser=parser)
 
 
@@ -72,6 +82,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"error: {err.code.value}/{err.reason}: {err.message}", file=sys.stderr)
             return 1
         return 0
+    if args.command == "migrate":
+        return _migrate(args)
     from memory_core.service.keys import KeyStore
 
     try:
@@ -87,3 +99,33 @@ def run(args: argparse.Namespace) -> int:
           f"{store.path}):", file=sys.stderr)
     print(key)
     return 0
+
+
+def _migrate(args: argparse.Namespace) -> int:
+    """``memory-core migrate``: rows copied per table on stderr, the summary on stdout."""
+    import shutil
+    from pathlib import Path
+
+    from memory_core.service.keys import KEYS_FILE
+    from memory_core.store.location import StoreKind, parse_location
+    from memory_core.store.uri import redact_url
+
+    try:
+        if parse_location(args.target).kind is not StoreKind.POSTGRESQL:
+            args.command_parser.error("--to must be a postgresql:// URI")
+        if parse_location(args.source).kind is not StoreKind.DIRECTORY:
+            args.command_parser.error("--from must be a store directory")
+        from memory_core.store.pg.migrate import migrate
+
+        counts = migrate(args.source, args.target,
+                         lambda table, n: print(f"{table}: {n} rows", file=sys.stderr))
+    except MemoryCoreError as err:
+        print(f"error: {err.code.value}/{err.reason}: {err.message}", file=sys.stderr)
+        return 1
+    keys = Path(args.source) / KEYS_FILE
+    if args.keys is not None and keys.is_file():
+        shutil.copyfile(keys, args.keys)
+    print(f"copied {counts['memories']} memories in {counts['spaces']} spaces "
+          f"({counts['receipts']} receipts) to {redact_url(args.target)}")
+    return 0
+
