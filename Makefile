@@ -6,7 +6,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: run test lint app bench bench-scale regress serve bench-serve clean-venv
+.PHONY: run test lint app bench bench-scale regress serve serve-pg stop-pg bench-serve clean-venv
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv .venv
@@ -44,6 +44,17 @@ STORE ?= outputs/store
 PORT ?= 8080
 serve: $(STAMP)
 	$(PY) -m memory_core.cli serve --store $(STORE) --port $(PORT) $(ARGS)
+
+# the same service on a local PostgreSQL (pgserver, data in PGDATA; it stays up after the
+# service stops: `make stop-pg`); keys: memory-core keys create --store URI --keys $(PGKEYS)
+PGDATA ?= outputs/pgdata
+PGKEYS ?= outputs/pg-keys.json
+serve-pg: $(STAMP)
+	$(PY) -m memory_core.cli serve --store "$$($(PY) -m memory_core.store.pg.local $(PGDATA))" \
+		--keys $(PGKEYS) --port $(PORT) $(ARGS)
+
+stop-pg: $(STAMP)
+	$(PY) -m memory_core.store.pg.local $(PGDATA) --stop
 
 bench-serve: $(STAMP)
 	$(PY) -m benchmarks.serve_load $(ARGS)
