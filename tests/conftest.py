@@ -156,3 +156,14 @@ def store_location(request, tmp_path):
     if request.param == "sqlite":
         return str(tmp_path / "store")
     return request.getfixturevalue("pg_uri")
+
+
+@pytest.fixture
+def backend_engine(store_location, hash_embedder):
+    """An engine on the hash embedder on each backend (``store_location``); a test module
+    runs its ``engine`` tests on both with ``engine = backend_engine`` as its fixture."""
+    from memory_core import MemoryEngine
+
+    eng = MemoryEngine.open(store_location, embedder=hash_embedder)
+    yield eng
+    eng.close()

@@ -62,10 +62,10 @@ def index_written(store: StoreBackend, ch: ChannelsSpec, space_id: str) -> None:
     failure is logged here, not raised to a caller that would write the items again."""
     if not (ch.keyword and ch.keyword_index_on_write):
         return
-    if not uses_postings(ch.keyword_index, ch.keyword_index_threshold,
-                         store.fulltext_sizes([space_id])[0], ch.keyword_space_df_max):
-        return
-    try:
+    try:  # the size read too: on a database store it can fail like the refresh
+        if not uses_postings(ch.keyword_index, ch.keyword_index_threshold,
+                             store.fulltext_sizes([space_id])[0], ch.keyword_space_df_max):
+            return
         store.postings(space_id)
     except Exception:  # logged: the next search of the space rebuilds (and raises) instead
         log.warning("keyword postings of space %r not refreshed after a write; its next "

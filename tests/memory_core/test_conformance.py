@@ -17,6 +17,12 @@ from memory_core.context import SOURCE_CUT_MARK, cut_passage
 from memory_core.store import SCHEMA, Store
 from memory_core.types import DropReason, RetrieveResponse
 
+
+@pytest.fixture
+def engine(backend_engine):
+    """Each test taking ``engine`` runs on SQLite and on PostgreSQL (tests/conftest.py)."""
+    return backend_engine
+
 FAST = {"mode": "fast"}
 
 

@@ -1,5 +1,5 @@
 """Engine behaviour on the hash embedder (no model): API contract, validation, receipts; each
-test on both store backends (SQLite, and a real PostgreSQL: the ``store_location`` fixture)."""
+test on both store backends (SQLite, and a real PostgreSQL: the ``backend_engine`` fixture)."""
 
 import pytest
 
@@ -8,10 +8,9 @@ from memory_core.types import DropReason
 
 
 @pytest.fixture
-def engine(store_location, hash_embedder):
-    eng = MemoryEngine.open(store_location, embedder=hash_embedder)
-    yield eng
-    eng.close()
+def engine(backend_engine):
+    """Each test taking ``engine`` runs on SQLite and on PostgreSQL (tests/conftest.py)."""
+    return backend_engine
 
 
 @pytest.fixture

@@ -8,6 +8,12 @@ from memory_core.entities import extract_entities
 from memory_core.store import entity_key
 
 
+@pytest.fixture
+def engine(backend_engine):
+    """Each test taking ``engine`` runs on SQLite and on PostgreSQL (tests/conftest.py)."""
+    return backend_engine
+
+
 @pytest.mark.parametrize("text,expected", [
     # @handles, never the middle of an e-mail address
     ("ping @alice and @data-team.", ("@alice", "@data-team")),

@@ -12,6 +12,12 @@ from memory_core.config import (CacheSpec, ChannelsSpec, ContextHitsSpec, Engine
                                 EscalateSpec)
 from memory_core.types import DropReason, Tier
 
+
+@pytest.fixture
+def engine(backend_engine):
+    """Each test taking ``engine`` runs on SQLite and on PostgreSQL (tests/conftest.py)."""
+    return backend_engine
+
 FAST = {"mode": "fast"}
 
 

@@ -32,10 +32,12 @@ from memory_core.store.sql import POSTGRES, Dialect
 __all__ = ["PgStore"]
 
 
-class PgStore(PgMemoryQueries, PgSessionQueries, PgEntityQueries, SpaceQueries, ReceiptQueries,
-              PgSearch):
+class PgStore(PgSearch, PgMemoryQueries, PgSessionQueries, PgEntityQueries, SpaceQueries,
+              ReceiptQueries):
     """The PostgreSQL store: SQLite's query mix-ins over :class:`~.db.PgDatabase`, with the
-    PostgreSQL spellings of :mod:`.queries` and the search of :mod:`.fulltext`."""
+    PostgreSQL spellings of :mod:`.queries` and the search of :mod:`.fulltext` first in the
+    method order (``tests/memory_core/store/test_pg_store.py`` lists the SQLite methods it
+    runs unchanged, each reviewed for PostgreSQL)."""
 
     dialect: Dialect = POSTGRES  # what the filter compiler writes for (store/sql.py)
 

@@ -98,19 +98,20 @@ class PgSearch(PgDatabase):
                 return self._mirror
             versions = {r[0]: int(r[1]) for r in self._query(
                 "SELECT space_id, version FROM space_versions")}
+            last = self._mirror_last  # moved on only once the mirror has committed
             with self._mirror.transaction() as c:
                 c.executemany("INSERT OR IGNORE INTO spaces VALUES (?, '', 0, '{}', '')",
                               [(sp,) for sp in versions])
-                while self._mirror_last < stamp:
+                while last < stamp:
                     rows = [tuple(r) for r in self._query(
                         "SELECT rowid, space_id, content, content_hash, memory_type, timestamp, "
                         "recorded_at, user_id, agent_id, session_id FROM memories "
                         "WHERE rowid > ? AND rowid <= ? ORDER BY rowid LIMIT ?",
-                        (self._mirror_last, stamp, _MIRROR_CHUNK))]
+                        (last, stamp, _MIRROR_CHUNK))]
                     if not rows:
                         break
                     _mirror_rows(c, rows)
-                    self._mirror_last = int(rows[-1][0])
+                    last = int(rows[-1][0])
                 c.executemany("INSERT OR REPLACE INTO space_versions VALUES (?, ?)",
                               list(versions.items()))
             self._mirror_last = stamp

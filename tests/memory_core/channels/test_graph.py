@@ -13,6 +13,12 @@ from memory_core.store import SqlFilter
 from memory_core.types import Candidate, Channel
 
 
+@pytest.fixture
+def engine(backend_engine):
+    """Each test taking ``engine`` runs on SQLite and on PostgreSQL (tests/conftest.py)."""
+    return backend_engine
+
+
 def _seed(memory_id: str) -> Candidate:
     return Candidate(memory_id, 1.0, 1, Channel.FUSED, space_id="s")
 

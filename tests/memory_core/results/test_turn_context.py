@@ -12,6 +12,12 @@ from memory_core.channels import keyword
 from memory_core.config import ChannelsSpec, EngineSpec
 from memory_core.store import SqlFilter, Store, rowid_of
 
+
+@pytest.fixture
+def engine(backend_engine):
+    """Each test taking ``engine`` runs on SQLite and on PostgreSQL (tests/conftest.py)."""
+    return backend_engine
+
 T = "2024-03-05T10:00:00Z"
 
 
@@ -134,9 +140,11 @@ def test_context_does_not_inflate_document_frequency(engine):
     assert len(neighbours) == 2 and all(0 < both[n] < both[turn] for n in neighbours)
 
 
-def test_turn_neighbour_lookups_seek_the_session_index(engine):
+def test_turn_neighbour_lookups_seek_the_session_index():
+    """SQLite's plan (on PostgreSQL these lookups run in the keyword mirror, a SQLite store)."""
     from memory_core.store import _TURN_ORDER_AFTER, _TURN_ORDER_BEFORE
+    store = Store(":memory:")
     for sql in (_TURN_ORDER_BEFORE, _TURN_ORDER_AFTER):
-        plan = " ".join(r[3] for r in engine.store._query(
+        plan = " ".join(r[3] for r in store._query(
             "EXPLAIN QUERY PLAN " + sql, ("s", "x", None, None, T, T, 1)))
         assert "memories_session (space_id=? AND session_id=? AND timestamp" in plan, plan

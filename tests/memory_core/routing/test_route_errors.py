@@ -14,6 +14,12 @@ from memory_core.routing import SpaceScore
 from memory_core.types import SearchedEntry
 
 
+@pytest.fixture
+def engine(backend_engine):
+    """Each test taking ``engine`` runs on SQLite and on PostgreSQL (tests/conftest.py)."""
+    return backend_engine
+
+
 def pinned(**overrides):
     """RoutingSpec with the thresholds these tests assume, whatever the calibrated defaults."""
     values = {"min_fit": 0.0, "min_confidence": 0.0, "extra_confidence": 1.0,
