@@ -384,7 +384,7 @@ class MemoryEngine:
 
     @property
     def store_path(self) -> str:
-        """Where the store lives (its SQLite file, or ``:memory:``)."""
+        """Where the store lives: its SQLite file, ``:memory:``, or its URI (no password)."""
         return str(self.store.path)
 
     def _principal(self, principal: str | None) -> str:

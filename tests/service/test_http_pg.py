@@ -94,3 +94,39 @@ def test_writers_on_both_lose_nothing_and_number_once(pair):
                     "channels": "bm25"}).json()["results"]
                 assert {f"writer {n} wrote note {i}" for i in range(5)} <= {
                     h["content"] for h in found}
+
+
+def test_a_stopped_database_is_503_store_unavailable_and_the_service_recovers(tmp_path):
+    """Its own PostgreSQL (the session's must keep running), stopped under a live service:
+    requests answer 503 ``store_unavailable`` at once, a write during the outage is not
+    stored; started again, the same process serves on (no restart)."""
+    import tempfile
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from pgserver.postgres_server import get_server
+
+        data = tempfile.mkdtemp(prefix="memory_core-pg-fault-")
+        server = get_server(data, cleanup_mode="stop")
+    try:
+        with start_service(tmp_path, ("alice",), store=server.get_uri()) as svc, \
+                svc.client("alice") as c:
+            assert c.post("/v1/spaces", json={"space_id": "s"}).status_code == 201
+            assert c.post("/v1/spaces/s/memories", json={
+                "items": [{"content": "before the outage"}]}).status_code == 201
+            server.cleanup()  # stops it
+            for r in (c.post("/v1/spaces/s/memories",
+                             json={"items": [{"content": "during the outage"}]}),
+                      c.post("/v1/retrieve", json={"query": "outage", "space_id": "s"})):
+                assert r.status_code == 503
+                assert r.json()["code"] == "store_unavailable", r.text
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                server = get_server(data, cleanup_mode="delete")
+            r = c.post("/v1/retrieve", json={"query": "outage", "space_id": "s",
+                                             "channels": "bm25"})
+            assert r.status_code == 200
+            assert [h["content"] for h in r.json()["results"]] == ["before the outage"]
+    finally:
+        server.cleanup()
