@@ -66,7 +66,7 @@ def _common() -> argparse.ArgumentParser:
     # even when a required one is missing too
     p = _parser(add_help=False)
     p.add_argument("--store", metavar="DIR",
-                   help=f"the store directory (default: ${STORE_ENV})")
+                   help=f"the store directory, or a postgresql:// URI (default: ${STORE_ENV})")
     p.add_argument("--url", metavar="URL", help="a running service (memory-core serve) instead "
                    "of --store")
     p.add_argument("--api-key", metavar="KEY", help="with --url: the bearer key (default "

@@ -184,3 +184,24 @@ def test_a_failed_catch_up_leaves_the_keyword_mirror_to_catch_up_again(pg_uri, h
                             "mode": "fast"}).results
         assert sorted(r.memory_id for r in got) == sorted(ids)  # rows 1-2 mirrored again
         assert calls == [2, 2, 2, 2, 1]
+
+
+def test_every_cli_command_takes_a_postgres_store(pg_uri, hash_embedder, capsys):
+    import json
+
+    from memory_core.cli import main
+
+    def opener(path):
+        return MemoryEngine.open(path, embedder=hash_embedder)
+
+    assert main(["write", "--store", pg_uri, "--space", "notes", "--create-space",
+                 "Alice prefers pnpm over npm."], open_engine=opener) == 0
+    mid = capsys.readouterr().out.strip()
+    assert main(["recall", "--store", pg_uri, "--space", "notes", "package manager pnpm",
+                 "--mode", "fast", "--json"], open_engine=opener) == 0
+    body = json.loads(capsys.readouterr().out)
+    assert [r["memory_id"] for r in body["results"]] == [mid]
+    assert main(["receipt", "--store", pg_uri, body["trace_id"]], open_engine=opener) == 0
+    assert main(["recall", "--store", pg_uri, "--space", "missing", "x"],
+                open_engine=opener) == 1  # a typed 404, not a directory check
+    assert "not_found" in capsys.readouterr().err
