@@ -51,16 +51,6 @@ class StoreLocation:
         return self.kind is StoreKind.POSTGRESQL
 
 
-def looks_like_url(text: str) -> bool:
-    """Whether ``text`` starts like a URL (``scheme://``).
-
-    Example:
-        >>> looks_like_url("postgres://x/db"), looks_like_url("./postgres"), looks_like_url("C:/x")
-        (True, False, False)
-    """
-    return _URL.match(text) is not None
-
-
 def parse_location(location: str | Path) -> StoreLocation:
     """The :class:`StoreLocation` of ``location`` (see the module docstring)."""
     text = str(location)

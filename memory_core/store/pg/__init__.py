@@ -13,11 +13,13 @@ only then (the ``postgres`` extra). The same behaviour as SQLite, module by modu
                JSON functions); every other query is the SQLite mix-ins' SQL, unchanged
 ``fulltext``   stored vectors, eligibility, and BM25 from a process-local FTS5 mirror of the
                database's rows (FTS5's scores exactly; the filter always runs in PostgreSQL)
+``migrate``    ``memory-core migrate --from DIR --to URI``: a SQLite store copied, ids kept
+``local``      ``python -m memory_core.store.pg.local DIR``: a local server (``make serve-pg``)
 ============== ==============================================================================
 
-Not yet (issue 35's later steps): API keys in the database (``memory-core serve`` and
-``keys create`` take a store directory only), pgvector HNSW for the dense channel (today the
-process-local faiss index is built from the vectors stored here), ``memory-core migrate``.
+Not yet (issue 35's later steps): API keys in the database (a database store's service keeps
+them in the file ``--keys`` names), pgvector HNSW for the dense channel (today the
+process-local faiss index is built from the vectors stored here).
 """
 
 from __future__ import annotations

@@ -86,13 +86,19 @@ class _Tx:
 class PgDatabase(Database):
     """One psycopg connection behind one lock; every batch write is one transaction."""
 
-    def __init__(self, uri: str):  # noqa: D107 -- deliberately not Database.__init__ (SQLite)
+    def __init__(self, uri: str):  # not Database.__init__, which opens SQLite
         self.uri = uri
         self.path = redact_url(uri)
         self._lock = threading.RLock()
         self._writing = False
         self._snapshot_stamp = threading.local()
         self._conn: Any = None
+        self._migrate(fresh=False)
+
+    def _migrate(self, fresh: bool) -> None:
+        """Create the tables when missing and record the schema version, under the write
+        lock (two processes opening a new database create it once); a database written by a
+        newer schema is refused. ``fresh`` is SQLite's notion (an empty file): unused here."""
         with self._lock, self._translated():
             conn = self._connection()
             with conn.transaction():
@@ -132,9 +138,6 @@ class PgDatabase(Database):
             if conn is not None and not conn.closed:
                 conn.close()
             raise store_unavailable(self.path, exc) from exc
-
-    def _migrate(self, fresh: bool) -> None:
-        raise NotImplementedError("the PostgreSQL schema is created in __init__")
 
     def close(self) -> None:
         with self._lock:
