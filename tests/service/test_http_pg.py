@@ -7,6 +7,7 @@ writes through both lose nothing and number each memory once."""
 
 from __future__ import annotations
 
+import shutil
 import threading
 from collections.abc import Iterator
 
@@ -130,3 +131,4 @@ def test_a_stopped_database_is_503_store_unavailable_and_the_service_recovers(tm
             assert [h["content"] for h in r.json()["results"]] == ["before the outage"]
     finally:
         server.cleanup()
+        shutil.rmtree(data, ignore_errors=True)  # also when a failure left it only stopped
