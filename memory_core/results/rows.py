@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from memory_core import context as blocks
 from memory_core.store import SqlFilter, StoreBackend, memory_id_of, rowid_of
-from memory_core.types import (Memory, MemoryType, Result, RetrieveRequest)
+from memory_core.types import Memory, MemoryType, Result, RetrieveRequest, new_result
 
 
 def notes_of(store: StoreBackend, fact_ids: list[str], space_of: dict[str, str | None],
@@ -54,12 +54,10 @@ def sources(store: StoreBackend, request: RetrieveRequest, ordered: list[Memory]
 
 
 def result(m: Memory, score: float, sources: dict[int, str]) -> Result:
-    return Result(
-        memory_id=m.memory_id, space_id=m.space_id, content=m.content,
-        memory_type=m.memory_type.value, relevance_score=float(score), source_ids=m.source_ids,
-        source=sources.get(m.rowid), metadata=m.metadata, document_id=m.document_id,
-        tags=m.tags, entities=m.entities, timestamp=m.timestamp_as_sent,
-        recorded_at=m.recorded_at,
-        occurred_start=m.occurred_start, occurred_end=m.occurred_end, user_id=m.user_id,
-        agent_id=m.agent_id, session_id=m.session_id,
-    )
+    """The returned record of memory ``m`` at ``score`` (its original passage from
+    ``sources``, by row)."""
+    return new_result(
+        m.memory_id, m.space_id, m.content, m.memory_type.value, float(score), m.source_ids,
+        sources.get(m.rowid), m.metadata, m.document_id, m.tags, m.entities,
+        m.timestamp_as_sent, m.recorded_at, m.occurred_start, m.occurred_end, m.user_id,
+        m.agent_id, m.session_id)

@@ -7,7 +7,8 @@ from types import MappingProxyType
 
 import pytest
 
-from memory_core.types import Candidate, Channel, Drop, DropReason, new_candidate, new_drop
+from memory_core.types import (Candidate, Channel, Drop, DropReason, Result, new_candidate,
+                               new_drop, new_result)
 
 
 def test_the_fast_candidate_is_the_constructors_record():
@@ -38,3 +39,16 @@ def test_the_fast_drop_is_the_constructors_record():
         fast.rank = 1  # type: ignore[misc]
     assert new_drop("mem_1", DropReason.DEDUP, "dedup", 0.5, 2) == \
         Drop("mem_1", DropReason.DEDUP, "dedup", 0.5, 2)
+
+
+def test_the_fast_result_is_the_constructors_record():
+    """``new_result`` (the page of every retrieve) sets every field ``Result`` declares, in
+    its order (the wire form follows it), and gives an equal, equally frozen record."""
+    args = ("mem_9", "s", "text", "fact", 0.5, ("mem_1",), "passage",
+            MappingProxyType({"role": "user"}), "doc", ("t",), ("Paris",),
+            "2024-01-02T03:04:05Z", "2024-01-02T03:04:06Z", None, None, "u", None, "sess")
+    fast, slow = new_result(*args), Result(*args)
+    assert list(vars(fast)) == [f.name for f in dataclasses.fields(Result)]
+    assert fast == slow and repr(fast) == repr(slow) and fast.to_dict() == slow.to_dict()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        fast.relevance_score = 1.0  # type: ignore[misc]
