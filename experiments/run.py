@@ -462,6 +462,15 @@ def _same(values: list[Mapping[str, Any]], what: str) -> Mapping[str, Any]:
     return values[0]
 
 
+KEYWORD_STATS_NOTE = (
+    "the keyword channel is on: BM25 reads store-wide statistics (the IDF prior of "
+    "channels.keyword_idf_prior_rows, FTS5's average length) and each unit's store holds one "
+    "space, so scores, and the order of near ties, can differ from the run in one store "
+    "(docs/workbench.md, 'One run sharded on Ray')")
+NO_KEYWORD_NOTE = ("the keyword channel is off: BM25's store-wide statistics, the known input "
+                   "beyond the searched space, are not read")
+
+
 def _retrieve_sharded(run: RunConfig, spec: EngineSpec, dataset: Dataset,
                       run_dir: Path) -> Retrieved:
     """One store per space that the run's questions address, each built and asked in a Ray
@@ -474,6 +483,8 @@ def _retrieve_sharded(run: RunConfig, spec: EngineSpec, dataset: Dataset,
     if ev.limit_queries:
         queries = queries[: int(ev.limit_queries)]
     has_obs = any(m.memory_type == "observation" for m in dataset.memories)
+    if spec.channels.keyword:
+        log.warning("eval.executor=ray: %s", KEYWORD_STATS_NOTE)
     by_space: dict[str, list[QueryDef]] = {}
     for q in queries:
         by_space.setdefault(str(q.gold_space), []).append(q)
@@ -508,9 +519,11 @@ def _retrieve_sharded(run: RunConfig, spec: EngineSpec, dataset: Dataset,
     timing = {"ingest": round(sum(c["build_s"] + (c["embed_s"] or 0.0) for c in costs), 3),
               "evaluate": round(sum(c["evaluate_s"] for c in costs), 3),
               "units_wall": record["wall_s"]}
-    record = {**record, "timing_note": "timing_s.ingest and .evaluate are sums over the units "
-                                       "(worker seconds); timing_s.units_wall is the sharded "
-                                       "phase's wall time", "per_unit": costs}
+    rankings = KEYWORD_STATS_NOTE if spec.channels.keyword else NO_KEYWORD_NOTE
+    record = {**record, "rankings": rankings,
+              "timing_note": "timing_s.ingest and .evaluate are sums over the units (worker "
+                             "seconds); timing_s.units_wall is the sharded phase's wall time",
+              "per_unit": costs}
     return Retrieved(rows, queries, skipped, modes_skipped, models, split, latency, sources,
                      timing, record)
 
