@@ -11,6 +11,9 @@ fails the run naming the unit.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import polars as pl
@@ -23,7 +26,8 @@ from experiments.shard import EXIT_ENV, IncompleteRunError, UnitFailedError, exi
 from experiments.specs import Executor
 from experiments.config import eval_spec
 
-CONF = Path(__file__).resolve().parents[2] / "conf"
+ROOT = Path(__file__).resolve().parents[2]
+CONF = ROOT / "conf"
 SMOKE = ["experiment=smoke", "channels=dense_only", "eval.n_resamples=200", "progress=false",
          "paths.output_dir=/unused", "paths.root_dir=/unused"]
 RAY = ["eval.executor=ray", "eval.ray.num_cpus=2", "eval.ray.object_store_memory=200000000"]
@@ -164,3 +168,28 @@ def test_a_unit_whose_worker_dies_twice_fails_the_run_naming_it(tmp_path, monkey
     marks = sorted(p.name for p in (tmp_path / "shards" / "mobile" / "exit_hook").iterdir())
     assert marks == ["attempt-1", "attempt-2"]  # the first try and its one retry
     assert not (tmp_path / "per_query.parquet").exists()
+
+
+@pytest.mark.model
+@pytest.mark.slow
+def test_a_sharded_run_on_an_existing_cluster(tmp_path):
+    """``eval.ray.address``: a head started by the test (``ray start --head`` on 127.0.0.1,
+    its own token and temp dir, stopped after); the run, a child process as a user's would be,
+    sends its environment (the test hook's variable among it) to the head's workers."""
+    _needs_ray()
+    from test_ray_sweep import RAY_ENV, local_head
+
+    run = tmp_path / "run"
+    env = {**os.environ, **RAY_ENV, EXIT_ENV: "mobile=1", "HF_HUB_OFFLINE": "1",
+           "TRANSFORMERS_OFFLINE": "1", "RAGAS_DO_NOT_TRACK": "true"}
+    with local_head(tmp_path / "ray_head.log") as address:
+        done = subprocess.run(
+            [sys.executable, "-m", "experiments.run", *SMOKE[:-2], "eval.modes=[fast]",
+             "eval.executor=ray", f"eval.ray.address={address}", f"hydra.run.dir={run}"],
+            cwd=ROOT, env=env, capture_output=True, text=True, timeout=420)
+        assert done.returncode == 0, (done.stdout[-2000:], done.stderr[-3000:])
+    meta = json.loads((run / "metrics.json").read_text())
+    assert meta["executor"]["address"] == address and meta["executor"]["cluster_cpus"] == 2
+    assert (run / "shards" / "mobile" / "exit_hook" / "attempt-1").is_file()  # died, retried
+    rows = pl.read_parquet(run / "per_query.parquet")
+    assert len(rows) == meta["denominators"]["scored"] * 2  # every question, both views
