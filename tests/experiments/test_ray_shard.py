@@ -55,6 +55,14 @@ def test_other_runners_refuse_the_ray_executor(tmp_path):
                        tmp_path)
 
 
+def test_doctests_pass():
+    import doctest
+
+    import experiments.shard
+
+    assert doctest.testmod(experiments.shard).failed == 0
+
+
 def _row(qid: str, mode: str = "fast", view: str = "with_observations") -> QueryRow:
     return QueryRow(qid, "k", None, "c", mode, view, "?", "s", ("s:1",),
                     (Ranked("mem_1", "s:1", 1.0, "fact"),), 1.0, None, (1.0,), {})
