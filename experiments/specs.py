@@ -14,6 +14,7 @@ from __future__ import annotations
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, TypeVar
 
 from memory_core.config import spec_from_mapping
@@ -33,6 +34,33 @@ def typed_spec(cls: type[S], values: Mapping[str, Any] | None) -> S:
 def _is_tuple(hint: Any) -> bool:
     return typing.get_origin(hint) is tuple or any(
         typing.get_origin(a) is tuple for a in typing.get_args(hint))
+
+
+class Executor(StrEnum):
+    """``eval.executor``: where the retrieval runner builds and asks its stores."""
+
+    LOCAL = "local"  # one store for the whole data set, in this process (the default)
+    RAY = "ray"      # one store per unit (a space), each in a Ray task (experiments/shard.py)
+
+
+@dataclass(frozen=True)
+class RayExecSpec:
+    """``eval.ray``: the Ray cluster of ``eval.executor=ray`` (:mod:`experiments.shard`)."""
+
+    # null: a new local Ray instance for this run, bounded by num_cpus and
+    # object_store_memory, stopped at its end; "auto", "HOST:PORT" or "ray://HOST:10001": an
+    # existing cluster (every node needs this checkout installed and the run directory on a
+    # shared file system: each unit writes its store there)
+    address: str | None = None
+    num_cpus: int | None = None  # a new local instance's CPUs (null: the machine's)
+    object_store_memory: int | None = 200_000_000  # bytes, a new local instance's object store
+    unit_cpus: float = 1.0  # CPUs each unit's task asks for (units at once = cluster CPUs / this)
+    max_retries: int = 1    # a unit whose worker died is run again this many times, then fails
+
+    def __post_init__(self) -> None:
+        if self.max_retries < 0 or self.unit_cpus <= 0:
+            raise ValueError(f"eval.ray: max_retries must be >= 0 and unit_cpus > 0, got "
+                             f"{self.max_retries!r} and {self.unit_cpus!r}")
 
 
 @dataclass(frozen=True)
@@ -78,6 +106,19 @@ class EvalSpec:
     # and engine code, checked); for read-time variants
     reuse_store: str | None = None
     reuse_allow_code_change: bool = False  # true: accept a store built by other engine code
+    # local: one store, in this process; ray: one store per space, each built and asked in a
+    # Ray task, rows joined into this run directory (experiments/shard.py; the `ray` extra)
+    executor: Executor = Executor.LOCAL
+    ray: RayExecSpec = field(default_factory=RayExecSpec)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.executor, Executor):  # the composed config gives its string
+            try:
+                object.__setattr__(self, "executor", Executor(str(self.executor)))
+            except ValueError:
+                raise ValueError(f"eval.executor must be one of "
+                                 f"{', '.join(e.value for e in Executor)}, got "
+                                 f"{self.executor!r}") from None
 
     @property
     def ragas_cutoff(self) -> int:
