@@ -32,7 +32,7 @@ class Ranked(NamedTuple):
 
 @dataclass(frozen=True)
 class QueryRow:
-    """One question asked in one mode and view (:func:`experiments.run.evaluate`).
+    """One question asked in one mode and view (:func:`experiments.evaluate.evaluate`).
 
     ``metrics``: every per-query score column in report order (``eval.metrics``, the session
     metrics, ``pool_recall@k``, the ragas columns); ``None`` where a metric does not apply.

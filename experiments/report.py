@@ -40,7 +40,7 @@ LATENCY_NOTE = ("p50 ms (warm): one retrieve, timed after an untimed warm-up (mo
 
 def latency_note(latency: Mapping[str, Any]) -> str:
     """The summary's line on how ``p50 ms`` was measured, with the warm-up's own figures
-    (``metrics.json`` ``latency``, from :func:`experiments.run.warm_up`), each labelled as
+    (``metrics.json`` ``latency``, from :func:`experiments.evaluate.warm_up`), each labelled as
     what it is: the query embedding the timed figures leave out, and the first retrieve of
     each mode, model load included, which no table shows.
 

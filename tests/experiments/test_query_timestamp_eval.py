@@ -16,7 +16,7 @@ def test_runner_sends_the_question_date_only_when_asked(hash_embedder, flag, exp
     from experiments.config import eval_spec, to_plain
     from experiments.data.registry import load_dataset
     from experiments.ingest import ingest
-    from experiments.run import evaluate, scorable
+    from experiments.evaluate import evaluate, scorable
     from memory_core import MemoryEngine
 
     conf = Path(__file__).resolve().parents[2] / "conf"

@@ -65,7 +65,7 @@ def test_runner_adds_ragas_columns(hash_embedder, tmp_path):
     from experiments.config import eval_spec, to_plain
     from experiments.data.registry import load_dataset
     from experiments.ingest import ingest
-    from experiments.run import evaluate, reported_metrics, scorable
+    from experiments.evaluate import evaluate, reported_metrics, scorable
     from memory_core import MemoryEngine
 
     conf = Path(__file__).resolve().parents[2] / "conf"

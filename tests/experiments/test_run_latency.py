@@ -3,7 +3,7 @@
 Before, the first (mode, view) pass computed each question's embedding and the later passes
 read it from the embedding cache, so on the built-in world fast showed ~51 ms p50 against
 accurate's ~22 ms. Now an untimed warm-up embeds every question and runs one retrieve per
-mode before the first timed call (``experiments.run.warm_up``). Hash embedder, no model.
+mode before the first timed call (``experiments.evaluate.warm_up``). Hash embedder, no model.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ def _run(hash_embedder, tmp_path, cached: bool, n_queries: int = 8):
     from experiments.config import engine_spec, eval_spec, to_plain
     from experiments.data.registry import load_dataset
     from experiments.ingest import ingest
-    from experiments.run import evaluate, scorable
+    from experiments.evaluate import evaluate, scorable
     from memory_core import MemoryEngine
     from memory_core.embed import CachedEmbedder
 
