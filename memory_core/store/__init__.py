@@ -62,7 +62,7 @@ from memory_core.store.search import _matrix as _matrix
 from memory_core.store.sessions import SessionQueries
 from memory_core.store.spaces import SpaceQueries
 from memory_core.store.spaces import _space as _space
-from memory_core.store.sql import SQLITE, Dialect, SqlFilter
+from memory_core.store.sql import SqlFilter
 from memory_core.store.contract import StoreBackend as StoreBackend
 from memory_core.store.sql import _chunks as _chunks
 from memory_core.store.turns import _TURN_ORDER_AFTER as _TURN_ORDER_AFTER
@@ -83,10 +83,8 @@ class Store(MemoryQueries, SessionQueries, EntityQueries, SearchQueries, SpaceQu
 
     Opening (connection, schema, migrations) is :class:`~memory_core.store.db.Database`'s;
     each base adds the queries over its tables, and every base reads and writes only through
-    what ``Database`` declares (``_query``, ``transaction``).
+    what ``Database`` declares (``_query``, ``transaction``, ``dialect``).
     """
-
-    dialect: Dialect = SQLITE  # what the filter compiler writes for (store/sql.py)
 
 
 def _sqlite_satisfies(store: Store) -> StoreBackend:

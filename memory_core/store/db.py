@@ -20,10 +20,15 @@ from typing import Any
 
 from memory_core.errors import store_damaged
 from memory_core.store.schema import PAGE_SIZE, SCHEMA, migrate
+from memory_core.store.sql import SQLITE, Dialect
 
 
 class Database:
     """One SQLite connection behind one lock; every batch write is one transaction."""
+
+    # what the shared queries and the filter compiler write for (store/sql.py); the
+    # PostgreSQL store sets its own
+    dialect: Dialect = SQLITE
 
     def __init__(self, path: str | Path):
         self.path = str(path)

@@ -57,19 +57,19 @@ class SessionQueries(Database):
         turn the request may not see only ever takes a pair away, never adds one."""
         if '"' in role_key or "\\" in role_key:
             raise ValueError(f"metadata key may not hold quotes or backslashes: {role_key!r}")
-        path = f'$."{role_key}"'
-        roleless = "COALESCE(json_type({}.metadata, ?), '') != 'text'"
+        d = self.dialect
+        path, roleless = d.key_param(role_key), d.roleless
         out: dict[int, int] = {}
         for chunk in _chunks(sorted(set(rowids)), 500):
             marks = ",".join("?" * len(chunk))
             out.update((int(q), int(r)) for q, r in self._query(
                 "SELECT q.rowid, (SELECT m.rowid FROM memories m WHERE m.space_id = q.space_id "
                 "AND m.session_id = q.session_id AND m.memory_type = 'fact' "
-                "AND m.user_id IS q.user_id AND m.agent_id IS q.agent_id "
+                f"AND m.user_id {d.same} q.user_id AND m.agent_id {d.same} q.agent_id "
                 "AND m.timestamp >= q.timestamp AND (m.timestamp > q.timestamp "
                 "OR m.rowid > q.rowid) ORDER BY m.timestamp, m.rowid LIMIT 1) AS r "
                 f"FROM memories q WHERE q.rowid IN ({marks}) AND q.session_id IS NOT NULL "
-                "AND q.memory_type = 'fact' AND instr(q.content, '?') > 0 "
+                f"AND q.memory_type = 'fact' AND {d.has_question.format('q')} "
                 f"AND {roleless.format('q')}", (*chunk, path))
                 if r is not None)
             if not out:

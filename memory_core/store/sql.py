@@ -21,14 +21,36 @@ from typing import Any
 
 @dataclass(frozen=True)
 class Dialect:
-    """What the filter compiler writes differently per database."""
+    """What the store's shared queries and the filter compiler write differently per database.
+
+    Example:
+        >>> SQLITE.has_question.format("q"), POSTGRES.same
+        ("instr(q.content, '?') > 0", 'IS NOT DISTINCT FROM')
+        >>> SQLITE.key_param("role"), POSTGRES.key_param("role")
+        ('$."role"', 'role')
+    """
 
     name: str
     json_texts: str  # a subquery: the texts of the JSON array bound to its one ``?``
+    same: str  # null-safe equality: NULL equals NULL
+    has_question: str  # ``{}`` the alias: its content holds a "?" (no bare ``?``: one binds)
+    # ``{}`` the alias: its ``metadata`` holds no string at the key bound to the one ``?``
+    # (the bound value is :meth:`key_param`)
+    roleless: str
+    key_path: bool  # whether the bound key is a JSON path (``$."key"``) or the bare key
+
+    def key_param(self, key: str) -> str:
+        """The parameter :attr:`roleless` binds for metadata ``key`` (no quotes in it)."""
+        return f'$."{key}"' if self.key_path else key
 
 
-SQLITE = Dialect("sqlite", "SELECT value FROM json_each(?)")
-POSTGRES = Dialect("postgresql", "SELECT jsonb_array_elements_text(CAST(? AS jsonb))")
+SQLITE = Dialect("sqlite", "SELECT value FROM json_each(?)", "IS",
+                 "instr({}.content, '?') > 0",
+                 "COALESCE(json_type({}.metadata, ?), '') != 'text'", True)
+POSTGRES = Dialect("postgresql", "SELECT jsonb_array_elements_text(CAST(? AS jsonb))",
+                   "IS NOT DISTINCT FROM", "strpos({}.content, chr(63)) > 0",
+                   "COALESCE(jsonb_typeof(CAST({}.metadata AS jsonb) -> ?), '') != 'string'",
+                   False)
 
 TRUE = "1 = 1"  # the trivial predicate, a boolean in both databases (PostgreSQL refuses "1")
 

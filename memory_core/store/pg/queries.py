@@ -3,7 +3,8 @@ accept (``IS ?`` for null-safe equality, ``json_each``/``json_type``, ``CROSS JO
 ``INSERT OR IGNORE``, ``LIMIT -1``): the same statements, rows and order, nothing else.
 
 Every other query of the store runs the SQLite mix-ins' SQL unchanged
-(:mod:`memory_core.store.pg.db` binds its placeholders).
+(:mod:`memory_core.store.pg.db` binds its placeholders), some of it with the spellings of the
+store's :class:`~memory_core.store.sql.Dialect` (``replies``).
 """
 
 from __future__ import annotations
@@ -85,35 +86,6 @@ class PgSessionQueries(SessionQueries):
                 f"SELECT rowid, {columns}CASE WHEN jsonb_typeof(CAST(metadata AS jsonb) -> ?) "
                 "= 'string' THEN CAST(metadata AS jsonb) ->> ? END FROM memories "
                 f"WHERE rowid IN ({marks})", (key, key, *chunk))]
-        return out
-
-    def replies(self, rowids: Iterable[int], role_key: str) -> dict[int, int]:
-        if '"' in role_key or "\\" in role_key:
-            raise ValueError(f"metadata key may not hold quotes or backslashes: {role_key!r}")
-        roleless = "COALESCE(jsonb_typeof(CAST({}.metadata AS jsonb) -> ?), '') != 'string'"
-        out: dict[int, int] = {}
-        for chunk in _chunks(sorted(set(rowids)), 500):
-            marks = ",".join("?" * len(chunk))
-            out.update((int(q), int(r)) for q, r in self._query(
-                "SELECT q.rowid, (SELECT m.rowid FROM memories m WHERE m.space_id = q.space_id "
-                "AND m.session_id = q.session_id AND m.memory_type = 'fact' "
-                "AND m.user_id IS NOT DISTINCT FROM q.user_id "
-                "AND m.agent_id IS NOT DISTINCT FROM q.agent_id "
-                "AND m.timestamp >= q.timestamp AND (m.timestamp > q.timestamp "
-                "OR m.rowid > q.rowid) ORDER BY m.timestamp, m.rowid LIMIT 1) AS r "
-                f"FROM memories q WHERE q.rowid IN ({marks}) AND q.session_id IS NOT NULL "
-                "AND q.memory_type = 'fact' AND strpos(q.content, chr(63)) > 0 "
-                f"AND {roleless.format('q')}", (*chunk, role_key))
-                if r is not None)
-            if not out:
-                continue
-            answers = sorted(set(out.values()))
-            rmarks = ",".join("?" * len(answers))
-            with_role = {int(r[0]) for r in self._query(
-                f"SELECT rowid FROM memories m WHERE rowid IN ({rmarks}) "
-                f"AND NOT ({roleless.format('m')})", (*answers, role_key))}
-            for q in [q for q, r in out.items() if r in with_role]:
-                del out[q]
         return out
 
     def session_lengths(self, rowids: Iterable[int]

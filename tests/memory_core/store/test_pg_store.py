@@ -156,7 +156,8 @@ REVIEWED_SQLITE_METHODS = {
     "_build_memories", "_grouped", "_holdings", "_stamped_cache", "count_memories",
     "eligible_rowids", "entity_keys", "get_memories", "get_meta", "get_receipt", "get_space",
     "holds_sources", "insert_space", "list_receipts", "list_spaces", "metadata_texts",
-    "minhashes", "notes_of", "passage_size", "passages", "recent_in_session", "save_receipt",
+    "minhashes", "notes_of", "passage_size", "passages", "recent_in_session", "replies",
+    "save_receipt",
     "scopes_of", "section_siblings", "session_neighbours", "session_scopes", "space_rowids",
     "space_stamp", "space_version", "store_stamp", "tag_vocabulary", "turn_attributes",
     "versions"}
@@ -219,3 +220,29 @@ def test_every_cli_command_takes_a_postgres_store(pg_uri, hash_embedder, capsys)
     assert main(["recall", "--store", pg_uri, "--space", "missing", "x"],
                 open_engine=opener) == 1  # a typed 404, not a directory check
     assert "not_found" in capsys.readouterr().err
+
+
+def test_replies_pair_the_same_turns_on_both_backends(pg_uri, hash_embedder, tmp_path):
+    """``replies`` is one query written with each store's dialect (null-safe equality, a "?"
+    in the content, a role in the metadata): both backends pair a roleless question with the
+    next roleless turn of its session, and nothing else."""
+    turns = [
+        {"content": "How did you two meet?", "session_id": "s1"},
+        {"content": "At a climbing gym in 2019.", "session_id": "s1"},
+        {"content": "Any plans this weekend?", "session_id": "s1"},
+        {"content": "A long answer from an assistant.", "session_id": "s1",
+         "metadata": {"role": "assistant"}},
+        {"content": "Where is the party?", "session_id": "s2", "user_id": "u1"},
+        {"content": "At Bob's place.", "session_id": "s2", "user_id": "u1"},
+        {"content": "A question with no session?"},
+    ]
+    found = []
+    for where in (tmp_path / "sqlite", pg_uri):
+        with MemoryEngine.open(where, embedder=hash_embedder) as eng:
+            eng.create_space("r")
+            ids = eng.write_many("r", [{**t, "timestamp": f"2024-06-15T10:0{i}:00Z"}
+                                       for i, t in enumerate(turns)])
+            rowids = [int(m.removeprefix("mem_")) for m in ids]
+            got = eng.store.replies(rowids, "role")
+            found.append({rowids.index(q): rowids.index(r) for q, r in got.items()})
+    assert found[0] == found[1] == {0: 1, 4: 5}
