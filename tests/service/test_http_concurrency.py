@@ -10,7 +10,6 @@ from __future__ import annotations
 import threading
 import time
 
-import httpx
 import pytest
 
 from benchmarks.live_service import start_service
