@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import time
 from collections.abc import Sequence
 
 import numpy as np
@@ -45,6 +46,19 @@ class HashEmbedder:
         return {"model": f"hash-bow-{DIM}", "weights_sha256": "none"}
 
 
+class SlowHashEmbedder(HashEmbedder):
+    """:class:`HashEmbedder` that also sleeps :data:`SLOW_EMBED_S` a text, releasing the GIL as
+    a model's forward pass does: a 5,000-item write then embeds for over 5 s, long enough for a
+    test to see whether reads wait behind it (``tests/service/test_http_concurrency.py``)."""
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        time.sleep(SLOW_EMBED_S * len(texts))
+        return super().embed(texts)
+
+
+SLOW_EMBED_S = 0.001
+
+
 class OverlapReranker:
     """A model-free cross-encoder stand-in: the share of query words (split on spaces) a text
     holds, so accurate mode runs without a model in tests.
@@ -66,3 +80,10 @@ def open_engine(store: str) -> MemoryEngine:
     """The engine ``--engine-factory benchmarks.hash_engine:open_engine`` serves."""
     return MemoryEngine.open(store, spec=EngineSpec(default_mode=Mode.FAST),
                              embedder=HashEmbedder())
+
+
+def open_slow_engine(store: str) -> MemoryEngine:
+    """``--engine-factory benchmarks.hash_engine:open_slow_engine``: :func:`open_engine` with
+    :class:`SlowHashEmbedder`."""
+    return MemoryEngine.open(store, spec=EngineSpec(default_mode=Mode.FAST),
+                             embedder=SlowHashEmbedder())

@@ -14,6 +14,16 @@ overall and per kind), latency p50/p95/p99/max per kind, error count (any non-2x
 transport error, by kind and status), lost writes before/after restart, the tiers that answered,
 the machine, and the exact settings.
 
+``--store postgresql://...`` (or ``--pgserver``: a fresh database on a local PostgreSQL that
+``pgserver`` starts and removes) serves a PostgreSQL store instead of a temporary directory, and
+``--processes N`` (PostgreSQL only) starts N ``memory-core serve`` processes on their own ports
+over it, client ``n`` talking to process ``n mod N`` (issue 35's bar: two processes against
+one). Then the acknowledged writes are read back from every process, and two more checks run:
+*stored* (the store itself, opened directly, holds exactly the built memories plus the
+acknowledged writes: none written twice, none unacknowledged, when no write failed) and
+*index duplicates* (for up to 200 acknowledged writes, a vector-only read of its text on every
+process, whose receipt's dense candidate list must name each memory once).
+
 One read before the clock starts warms the server (its embedder loads on first use); its
 latency is reported apart as ``first_request_ms``.
 
@@ -24,12 +34,14 @@ the machine with the server, so on 2 cores the figures are a floor, not a capaci
 
     python -m benchmarks.serve_load                         # 10k, 8 clients, 60 s, hash
     python -m benchmarks.serve_load --embedder minilm --seconds 30
+    python -m benchmarks.serve_load --pgserver --processes 2 --seconds 60
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import platform
@@ -38,7 +50,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +60,7 @@ from tqdm.auto import tqdm
 
 from benchmarks.live_service import start_service
 from benchmarks.perf import BATCH, take
+from memory_core.store.uri import redact_url
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -59,7 +72,7 @@ READ_LIMIT = 10
 PROGRESS_EVERY_S = 10.0
 
 
-def build_store(store: Path, memories: int, embedder: str, seed: int) -> dict[str, Any]:
+def build_store(store: str, memories: int, embedder: str, seed: int) -> dict[str, Any]:
     """The store the service will open: one space of ``memories`` sentences."""
     from benchmarks.hash_engine import open_engine
     from memory_core import MemoryEngine
@@ -67,7 +80,7 @@ def build_store(store: Path, memories: int, embedder: str, seed: int) -> dict[st
     t0 = time.perf_counter()
     opener = open_engine if embedder == "hash" else MemoryEngine.open
     items = take(memories, seed)
-    with opener(str(store)) as eng:
+    with opener(store) as eng:
         eng.create_space(SPACE, description="load benchmark", members={PRINCIPAL: "owner"})
         for i in tqdm(range(0, memories, BATCH), desc=f"build {memories:,}", unit="batch"):
             eng.write_many(SPACE, [{"content": s.text} for s in items[i:i + BATCH]],
@@ -142,13 +155,14 @@ async def progress(load: Load, start: float, stop_at: float) -> None:
               f"errors, {len(load.acked):,} writes acknowledged", file=sys.stderr, flush=True)
 
 
-async def drive(url: str, key: str, clients: int, seconds: float, seed: int,
+async def drive(urls: Sequence[str], key: str, clients: int, seconds: float, seed: int,
                 questions: list[str]) -> tuple[Load, float]:
+    """``clients`` closed-loop clients for ``seconds``, client ``n`` on ``urls[n % len]``."""
     load = Load()
     start = time.monotonic()
     stop_at = start + seconds
     await asyncio.gather(progress(load, start, stop_at),
-                         *(client(n, url, key, stop_at, seed, load, questions)
+                         *(client(n, urls[n % len(urls)], key, stop_at, seed, load, questions)
                            for n in range(clients)))
     return load, time.monotonic() - start
 
@@ -178,27 +192,99 @@ def lost_writes(url: str, key: str, acked: dict[str, str]) -> dict[str, int]:
             "lost": missing + changed}
 
 
+def index_duplicates(url: str, key: str, acked: dict[str, str], seed: int,
+                     most: int = 200) -> dict[str, int]:
+    """Up to ``most`` acknowledged writes (seeded sample): a vector-only read of each one's
+    text, then its receipt; a memory named twice in the dense candidate list is a row the
+    process's vector index holds twice (the written row itself ranks first, so a second copy
+    of it would rank beside it)."""
+    sample = random.Random(seed).sample(sorted(acked.items()), min(most, len(acked)))
+    repeated = 0
+    with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"},
+                      timeout=60.0) as http:
+        for _, content in sample:
+            r = http.post("/v1/retrieve", json={"query": content, "space_id": SPACE,
+                                                "mode": "fast", "channels": "vector",
+                                                "limit": READ_LIMIT})
+            r.raise_for_status()
+            trace = http.get(f"/v1/receipts/{r.json()['trace_id']}")
+            trace.raise_for_status()
+            dense = trace.json()["stages"]["candidates"][SPACE]["dense"]
+            ids = [row[0] for row in dense]
+            repeated += len(ids) - len(set(ids))
+    return {"checked": len(sample), "repeated": repeated}
+
+
+def stored(store: str, embedder: str, expected: int) -> dict[str, int]:
+    """How many memories the store itself holds (opened directly, after the servers stop)
+    against ``expected`` (built + acknowledged writes)."""
+    from benchmarks.hash_engine import open_engine
+    from memory_core import MemoryEngine
+
+    opener = open_engine if embedder == "hash" else MemoryEngine.open
+    with opener(store) as eng:
+        found = eng.count_memories(SPACE)
+    return {"expected": expected, "found": found}
+
+
+@contextlib.contextmanager
+def pg_database(work: Path) -> Iterator[str]:
+    """A fresh database on a PostgreSQL that ``pgserver`` starts in ``work`` (removed on
+    exit; the server listens on a Unix socket only)."""
+    import warnings
+
+    with warnings.catch_warnings():  # platformdirs: no XDG_RUNTIME_DIR on some machines
+        warnings.simplefilter("ignore")
+        import psycopg
+        from pgserver.postgres_server import get_server
+
+        server = get_server(tempfile.mkdtemp(prefix="memory_core-load-pg-"),
+                            cleanup_mode="delete")
+    try:
+        with psycopg.connect(server.get_uri(), autocommit=True) as conn:
+            conn.execute("CREATE DATABASE serve_load")
+        yield server.get_uri().replace("@/postgres?", "@/serve_load?")
+    finally:
+        server.cleanup()
+
+
 def run(memories: int, clients: int, seconds: float, embedder: str, seed: int,
-        work: Path) -> dict[str, Any]:
-    store = work / "store"
+        work: Path, store_uri: str | None = None, processes: int = 1) -> dict[str, Any]:
+    if processes > 1 and store_uri is None:
+        raise SystemExit("--processes > 1 needs a PostgreSQL store (--store or --pgserver): "
+                         "a store directory is served by one process")
+    store = str(work / "store") if store_uri is None else store_uri
+    keys_file = None if store_uri is None else work / "keys.json"
     report: dict[str, Any] = {"settings": {
         "memories": memories, "clients": clients, "seconds": seconds, "embedder": embedder,
         "write_share": WRITE_SHARE, "read": {"mode": "fast", "limit": READ_LIMIT}, "seed": seed,
-        "host": "127.0.0.1"}}
+        "host": "127.0.0.1", "backend": "sqlite" if store_uri is None else "postgresql",
+        "processes": processes}}
     report["store"] = build_store(store, memories, embedder, seed)
     questions = [s.question for s in take(memories, seed)]
     factory = ENGINES[embedder]
-    with start_service(work, (PRINCIPAL,), engine_factory=factory) as svc:
-        key = svc.keys[PRINCIPAL]
-        print(f"serving {store} at {svc.url}; {clients} clients for {seconds:.0f} s",
-              file=sys.stderr)
-        report["first_request_ms"] = warm_up(svc.url, key, questions[0])
-        load, wall = asyncio.run(drive(svc.url, key, clients, seconds, seed, questions))
-        report["lost_writes"] = {"before_restart": lost_writes(svc.url, key, load.acked)}
+    served = None if store_uri is None else store
+    with contextlib.ExitStack() as stack:
+        services = [stack.enter_context(start_service(
+            work, (PRINCIPAL,) if i == 0 else (), engine_factory=factory, store=served,
+            keys_file=keys_file)) for i in range(processes)]
+        key = services[0].keys[PRINCIPAL]
+        urls = [svc.url for svc in services]
+        print(f"serving {redact_url(store)} at {', '.join(urls)}; {clients} clients for "
+              f"{seconds:.0f} s", file=sys.stderr)
+        report["first_request_ms"] = [warm_up(url, key, questions[0]) for url in urls]
+        load, wall = asyncio.run(drive(urls, key, clients, seconds, seed, questions))
+        # every acknowledged write, read back from every process (the last one's included)
+        lost: dict[str, Any] = {"before_restart": [lost_writes(url, key, load.acked)
+                                                    for url in urls]}
+        report["index_duplicates"] = [index_duplicates(url, key, load.acked, seed)
+                                      for url in urls]
     # the same store served by a fresh process (start_service adds a key to it)
-    with start_service(work, (PRINCIPAL,), engine_factory=factory) as svc2:
-        report["lost_writes"]["after_restart"] = lost_writes(svc2.url, svc2.keys[PRINCIPAL],
-                                                             load.acked)
+    with start_service(work, (PRINCIPAL,), engine_factory=factory, store=served,
+                       keys_file=keys_file) as svc2:
+        lost["after_restart"] = lost_writes(svc2.url, svc2.keys[PRINCIPAL], load.acked)
+    report["lost_writes"] = lost
+    report["stored"] = stored(store, embedder, memories + len(load.acked))
     done = {k: len(v) for k, v in load.latency.items()}
     report["throughput_rps"] = {"all": round(sum(done.values()) / wall, 1),
                                 **{k: round(v / wall, 1) for k, v in done.items()}}
@@ -207,6 +293,7 @@ def run(memories: int, clients: int, seconds: float, embedder: str, seed: int,
     report["errors"] = {"total": sum(load.errors.values()), **dict(load.errors)}
     report["tiers"] = dict(load.tiers)
     report["wall_s"] = round(wall, 2)
+    report["reads_per_s_per_process"] = round(done["read"] / wall / processes, 1)
     report["machine"] = {"python": platform.python_version(), "cpus": os.cpu_count(),
                          "platform": platform.platform()}
     return report
@@ -220,19 +307,33 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--embedder", choices=sorted(ENGINES), default="hash")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--store", default=None,
+                        help="a postgresql:// URI to serve (default: a temporary directory)")
+    parser.add_argument("--pgserver", action="store_true",
+                        help="serve a fresh database on a local PostgreSQL (pgserver)")
+    parser.add_argument("--processes", type=int, default=1,
+                        help="serve processes over the one store (more than 1: PostgreSQL)")
     parser.add_argument("--out", type=Path, default=ROOT / "outputs" / "bench")
     args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory(prefix="serve-load-") as tmp:
+    if args.store is not None and not args.store.startswith(("postgresql://", "postgres://")):
+        parser.error("--store takes a postgresql:// URI (a directory store is made for you)")
+    if args.processes < 1:
+        parser.error("--processes must be >= 1")
+    with tempfile.TemporaryDirectory(prefix="serve-load-") as tmp, contextlib.ExitStack() as st:
+        uri = st.enter_context(pg_database(Path(tmp))) if args.pgserver else args.store
         report = run(args.memories, args.clients, args.seconds, args.embedder, args.seed,
-                     Path(tmp))
+                     Path(tmp), uri, args.processes)
     out = args.out / f"serve-{time.strftime('%Y%m%d-%H%M%S')}"
     out.mkdir(parents=True, exist_ok=True)
     (out / "metrics.json").write_text(json.dumps(report, indent=2))
     print(json.dumps(report, indent=2))
     print(f"written {out / 'metrics.json'}", file=sys.stderr)
     lost = report["lost_writes"]
-    return 1 if report["errors"]["total"] or lost["before_restart"]["lost"] or \
-        lost["after_restart"]["lost"] else 0
+    bad = (report["errors"]["total"] or any(x["lost"] for x in lost["before_restart"])
+           or lost["after_restart"]["lost"]
+           or any(d["repeated"] for d in report["index_duplicates"])
+           or report["stored"]["found"] != report["stored"]["expected"])
+    return 1 if bad else 0
 
 
 if __name__ == "__main__":

@@ -3,7 +3,14 @@
 
 :class:`Writer` does the work for :meth:`memory_core.engine.MemoryEngine.write_many` and
 :meth:`~memory_core.engine.MemoryEngine.observe` once the engine has authorised the caller.
-Every item is checked before anything is embedded or stored; one call is one transaction.
+Every item is checked before anything is embedded or stored; one call is one transaction,
+written whole or not at all, however many items it holds (nothing cuts it into batches).
+
+Threads: the checks, the embedding and the rows' entities, MinHash and event times (nearly all
+of a write's time: 2.0 s of 5,000 short items on the hash embedder, 100 s on MiniLM) touch no
+shared state and run beside other requests; only the store transaction and the vector index's
+add are exclusive (:meth:`memory_core.channels.dense.DenseIndex.writing`: 0.25 s of those
+5,000), then the keyword postings catch up under their own lock.
 """
 
 from __future__ import annotations

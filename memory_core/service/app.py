@@ -9,8 +9,10 @@ the principal may not read is 404, exactly like a missing one; a write where it 
 viewer is 403. Anything unexpected is a 500 whose body carries the request id and nothing else
 (the traceback goes to the server log).
 
-The engine is not safe for concurrent writers and readers (issue 21: threads index rows twice),
-so :class:`Gate` runs one engine call at a time, in a worker thread, off the event loop.
+Engine calls run in worker threads, off the event loop, side by side (:class:`.shared.Gate`):
+the engine is safe for threads (issue 21), so a read never waits for a write's checks and
+embedding, only for the short moment the write holds the store (its transaction and index
+update); creating a space runs one at a time.
 """
 
 from __future__ import annotations

@@ -4,8 +4,12 @@ database named by a ``postgresql://`` URI, its API keys then in the file ``--key
     memory-core serve --store ./mem [--host 127.0.0.1] [--port 8080]
     memory-core serve --store postgresql://USER@HOST/DB --keys ./keys.json --port 8081
 
-One process, one worker: the engine holds each space's vector index in memory, and a second
-process would hold a second copy that never sees the first one's writes. ``--engine-factory
+One uvicorn worker a process; its engine serves requests side by side in worker threads
+(:class:`memory_core.service.shared.Gate`). A store directory is served by one process: the
+vector index lives in its memory. Several processes (on one machine or several) may serve one
+PostgreSQL database: each keeps its own index and caches and catches them up with the
+database's space versions, so a write acknowledged by one process is read by the next request
+to any other (docs/engine.md, "PostgreSQL as the store"). ``--engine-factory
 module:callable`` builds the engine from the store path instead of
 :meth:`MemoryEngine.open` (tests and the load benchmark inject a model-free embedder this way).
 On SIGINT/SIGTERM uvicorn drains the requests in flight, then the engine is closed (vector

@@ -53,6 +53,23 @@ def test_a_write_acknowledged_by_one_is_read_by_the_next_request_to_the_other(pa
             assert cb.get(f"/v1/memories/{mid}").status_code == 200
 
 
+def test_an_answer_cached_by_one_is_not_served_after_a_write_through_the_other(pair):
+    """The response cache is keyed on the database's space versions, not on this process's
+    own writes: the other process's write makes the cached answer stale."""
+    a, b = pair
+    query = {"query": "okapi sighting report", "space_id": "pay", "mode": "fast", "limit": 5,
+             "channels": "bm25"}
+    with a.client("alice") as ca, b.client("alice") as cb:
+        assert cb.post("/v1/retrieve", json=query).json()["results"] == []
+        assert cb.post("/v1/retrieve", json=query).json()["tier"] == "cache"
+        w = ca.post("/v1/spaces/pay/memories", json={"items": [
+            {"content": "an okapi sighting report from the north gate"}]})
+        assert w.status_code == 201
+        after = cb.post("/v1/retrieve", json=query).json()
+        assert after["tier"] != "cache"
+        assert [h["memory_id"] for h in after["results"]] == w.json()["memory_ids"]
+
+
 def test_a_refused_write_stores_nothing_on_either(pair):
     a, b = pair
     with a.client("alice") as ca, b.client("alice") as cb:
