@@ -111,7 +111,7 @@ def router(svc: Service, principal: Callable[..., Any]) -> APIRouter:
         members = body.get("members")
         if members is not None and not isinstance(members, dict):
             raise invalid("invalid_members", "members must map principals to roles", "members")
-        space = await svc.gate.exclusive(  # checks the id is free, then inserts
+        space = await svc.gate.run(  # the store checks the id is free as it inserts
             eng.create_space, body.get("space_id"), description=body.get("description", ""),
             default=body.get("default", False), members={**(members or {}), p: "owner"})
         return JSONResponse(space_body(space, "owner"), status_code=201)

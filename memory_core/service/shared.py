@@ -6,7 +6,6 @@ settings, the principal a body acts as, and the OpenAPI helpers the route module
 from __future__ import annotations
 
 import functools
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -44,26 +43,15 @@ class Gate:
     call as a whole: a write's checks and embedding (nearly all of its time) run beside reads
     and other writes, and a read waits only while a write holds the store for its transaction
     and index update (:meth:`memory_core.write.Writer.write_many`; 0.25 s for 5,000 short
-    items). :meth:`exclusive` runs a check-then-act call (creating a space) one at a time in
-    this process."""
+    items). A check-then-act call (creating a space: is the id free?) checks inside the
+    store's write transaction, so it is whole across threads and processes alike."""
 
     def __init__(self, engine: MemoryEngine):
         self.engine = engine
-        self._exclusive = threading.Lock()
-
-    def _locked(self, fn: Callable[[], T]) -> T:
-        with self._exclusive:
-            return fn()
 
     async def run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """``fn(*args, **kwargs)`` in a worker thread, beside any other call."""
         return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
-
-    async def exclusive(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """``fn(*args, **kwargs)`` in a worker thread, one such call at a time (others still
-        run beside it)."""
-        call = functools.partial(fn, *args, **kwargs)
-        return await anyio.to_thread.run_sync(self._locked, call)
 
 
 class Service:

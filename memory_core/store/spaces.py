@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sqlite3
 
+from memory_core.errors import conflict
 from memory_core.store.db import Database
 from memory_core.types import Space, frozen_map
 
@@ -13,7 +14,15 @@ class SpaceQueries(Database):
     """Spaces: create, read, list; and each space's version (+1 per write batch)."""
 
     def insert_space(self, space: Space) -> None:
+        """Add ``space``; 409 ``space_exists`` when its id is taken. The check is inside the
+        write transaction, which holds the store's write lock (SQLite's ``BEGIN IMMEDIATE``,
+        PostgreSQL's advisory lock), so two threads or processes creating one id get one
+        space and one 409, never a key clash."""
         with self.transaction() as c:
+            if c.execute("SELECT 1 FROM spaces WHERE space_id = ?",
+                         (space.space_id,)).fetchone() is not None:
+                raise conflict("space_exists", f"space {space.space_id!r} already exists",
+                               "space_id")
             if space.default:
                 c.execute("UPDATE spaces SET is_default = 0")
             c.execute("INSERT INTO spaces VALUES (?, ?, ?, ?, ?)",

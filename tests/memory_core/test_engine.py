@@ -260,3 +260,23 @@ def test_reopen_gives_back_memories_and_rebuilds_stale_index(tmp_path, hash_embe
     with MemoryEngine.open(path, spec=spec, embedder=hash_embedder) as eng:
         assert eng.retrieve(query="zebras", space_id="s", limit=1).results
         assert eng._components.dense.rebuilt == ["s"]
+
+
+def test_two_processes_creating_one_space_get_one_space_and_one_409(engine, store_location,
+                                                                     hash_embedder):
+    """The id check is inside the store's write transaction: a second engine on the same store
+    (another process's connection) that passed the engine's early check while the first one
+    created the space still gets 409 ``space_exists``, not a key clash (500), and the first
+    space is unchanged."""
+    from memory_core.types import Space, frozen_map
+
+    other = MemoryEngine.open(store_location, embedder=hash_embedder)
+    try:
+        engine.create_space("shared", description="first")
+        late = Space("shared", "second", False, frozen_map({"someone": "owner"}), "2026-01-01")
+        with pytest.raises(MemoryCoreError) as err:
+            other.store.insert_space(late)  # as if its get_space had found no such space
+        assert (err.value.status, err.value.reason) == (409, "space_exists")
+        assert other.get_space("shared").description == "first"
+    finally:
+        other.close()
