@@ -196,6 +196,8 @@ def dense(uri: str, n: int, queries: int, seed: int) -> dict[str, Any]:
                                                "recall_at_10": round(float(np.mean(rec)), 4)}
             if index.pg is not None:
                 got["paths"] = dict(index.pg.paths)
+                plan = index.pg.vectors.pgvector_plan(SPACE, qs[0], SqlFilter(), 10, ef)
+                got["hnsw_in_plan"] = any("memory_pgvector_hnsw" in line for line in plan)
             paths[name] = got
             print(n, name, json.dumps(got), flush=True)
         out["dense"] = paths

@@ -48,14 +48,15 @@ def pgvector_index(store: StoreBackend, dim: int, spec: ChannelsSpec
         return None, "the store is not PostgreSQL"
     if not store.pgvector_available():
         return None, "the PostgreSQL server has no vector extension"
-    return PgVectorIndex(store, dim, spec), None
+    return PgVectorIndex(store, store, dim, spec), None
 
 
 class PgVectorIndex:
     """Dense search through ``memory_pgvector`` (:mod:`memory_core.store.pg.vectors`)."""
 
-    def __init__(self, store: PgVectors, dim: int, spec: ChannelsSpec):
-        self.store, self.dim, self.spec = store, dim, spec
+    def __init__(self, store: StoreBackend, vectors: PgVectors, dim: int, spec: ChannelsSpec):
+        # one object: the store's contract, and its pgvector queries (store/pg/vectors.py)
+        self.store, self.vectors, self.dim, self.spec = store, vectors, dim, spec
         self._lock = threading.Lock()
         self._ready = False
         self._synced: dict[str, tuple[int, int, int]] = {}  # space -> (version, rows, graph)
@@ -67,7 +68,7 @@ class PgVectorIndex:
         moved and the cache lacks some of its committed rows."""
         with self._lock:
             if not self._ready:
-                self.store.pgvector_ready(self.dim, self.spec.dense_hnsw_m,
+                self.vectors.pgvector_ready(self.dim, self.spec.dense_hnsw_m,
                                           self.spec.dense_hnsw_ef_construction)
                 self._ready = True
             version = self.store.space_version(space_id)
@@ -75,12 +76,12 @@ class PgVectorIndex:
             if held is not None and held[0] == version:
                 return held[1], held[2]
             rows = self.store.count_memories(space_id)
-            if self.store.pgvector_count(space_id) != rows:
-                added = self.store.pgvector_fill(space_id)
+            if self.vectors.pgvector_count(space_id) != rows:
+                added = self.vectors.pgvector_fill(space_id)
                 if added:
                     self.filled.append((space_id, added))
                     log.info("pgvector rows of %r caught up: %d added", space_id, added)
-            self._synced[space_id] = (version, rows, self.store.pgvector_total())
+            self._synced[space_id] = (version, rows, self.vectors.pgvector_total())
             return rows, self._synced[space_id][2]
 
     def prepare(self, space_id: str) -> None:
@@ -88,7 +89,7 @@ class PgVectorIndex:
         self._sizes(space_id)
 
     def add(self, space_id: str, rowids: list[int], vectors: np.ndarray) -> None:
-        self.store.pgvector_add(space_id, rowids, vectors)
+        self.vectors.pgvector_add(space_id, rowids, vectors)
 
     def search(self, space_id: str, query_vec: np.ndarray, flt: SqlFilter,
                depth: int) -> list[Candidate]:
@@ -104,13 +105,13 @@ class PgVectorIndex:
         ef = max(self.spec.dense_hnsw_ef_search, k) / max(share, 1e-9)
         found = None
         if share >= self.spec.dense_ann_exact_share and ef <= PGVECTOR_EF_MAX:
-            found = self.store.pgvector_search(space_id, query_vec, flt, k, max(int(ef), k))
+            found = self.vectors.pgvector_search(space_id, query_vec, flt, k, max(int(ef), k))
             self.paths["hnsw" if len(found) >= k else "exact_short"] += 1
             found = found if len(found) >= k else None
         else:
             self.paths["exact_share"] += 1
         if found is None:
-            found = self.store.pgvector_search(space_id, query_vec, flt, k, None)
+            found = self.vectors.pgvector_search(space_id, query_vec, flt, k, None)
         name = Channel.DENSE.value
         return [new_candidate(f"mem_{rowid}", score, rank, Channel.DENSE,
                               MappingProxyType({name: rank}), space_id)
@@ -119,4 +120,4 @@ class PgVectorIndex:
     def scores_of(self, space_id: str, query_vec: np.ndarray, rowids: Iterable[int]
                   ) -> dict[int, float]:
         """The score :meth:`search` gives each of ``rowids`` (rows not held are left out)."""
-        return self.store.pgvector_scores(space_id, query_vec, rowids)
+        return self.vectors.pgvector_scores(space_id, query_vec, rowids)

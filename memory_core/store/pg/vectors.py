@@ -70,7 +70,8 @@ class PgVectors(PgDatabase):
                     raise ValueError(f"store {self.path!r} holds pgvector rows of dimension "
                                      f"{None if held is None else held[0]}, not {dim}")
                 self._pgv_register(conn)
-                self._pgv_copy_missing(conn, None)
+                if self._pgv_copy_missing(conn, None):
+                    conn.execute(f"ANALYZE {TABLE}")  # else the planner may not pick the index
                 conn.execute(f"SET LOCAL maintenance_work_mem = '{_BUILD_MEMORY}'")
                 conn.execute(f"CREATE INDEX IF NOT EXISTS {TABLE}_hnsw ON {TABLE} USING hnsw "
                              f"(embedding vector_ip_ops) WITH (m = {int(m)}, "
@@ -139,11 +140,7 @@ class PgVectors(PgDatabase):
         hold fewer than ``k`` rows when the filter removes visited ones), or exact when
         ``ef_search`` is None (every eligible row scored)."""
         q = np.ascontiguousarray(query_vec, dtype=np.float32).reshape(-1)
-        order = "p.embedding <#> ?" if ef_search is not None else "(p.embedding <#> ?) + 0"
-        sql = bind(f"SELECT p.rowid, p.embedding <#> ? FROM {TABLE} p JOIN memories m "
-                   f"ON m.rowid = p.rowid WHERE p.space_id = ? AND m.space_id = ? "
-                   f"AND ({flt.where}) ORDER BY {order} LIMIT ?")
-        params = (q, space_id, space_id, *flt.params, q, int(k))
+        sql, params = _search_sql(space_id, q, flt, k, ef_search)
         with self._lock, self._translated():
             conn = self._connection()
             self._pgv_register(conn)
@@ -154,6 +151,16 @@ class PgVectors(PgDatabase):
         found = [(-float(r[1]), int(r[0])) for r in rows]
         found.sort(key=lambda x: (-x[0], x[1]))
         return found
+
+    def pgvector_plan(self, space_id: str, query_vec: np.ndarray, flt: SqlFilter, k: int,
+                      ef_search: int | None) -> list[str]:
+        """PostgreSQL's plan of that search (``EXPLAIN``): whether it walks the HNSW index."""
+        q = np.ascontiguousarray(query_vec, dtype=np.float32).reshape(-1)
+        sql, params = _search_sql(space_id, q, flt, k, ef_search)
+        with self._lock, self._translated():
+            conn = self._connection()
+            self._pgv_register(conn)
+            return [r[0] for r in conn.execute("EXPLAIN " + sql, params).fetchall()]
 
     def pgvector_scores(self, space_id: str, query_vec: np.ndarray, rowids: Iterable[int]
                         ) -> dict[int, float]:
@@ -174,3 +181,21 @@ class PgVectors(PgDatabase):
     def close(self) -> None:
         self._pgv_conn = None
         super().close()
+
+
+def _search_sql(space_id: str, q: np.ndarray, flt: SqlFilter, k: int, ef_search: int | None
+                ) -> tuple[str, tuple[Any, ...]]:
+    """The search statement. HNSW: the index's ``ef_search`` nearest rows of the whole graph
+    (the inner query is pgvector's one indexed form, a bare ``ORDER BY distance LIMIT``; the
+    graph returns at most ``ef_search`` rows), then the space and the filter on those, then
+    the top ``k``. Exact: every eligible row of the space scored (``+ 0``: no index serves
+    that order)."""
+    if ef_search is None:
+        return bind(f"SELECT p.rowid, p.embedding <#> ? AS d FROM {TABLE} p JOIN memories m "
+                    "ON m.rowid = p.rowid WHERE p.space_id = ? AND m.space_id = ? "
+                    f"AND ({flt.where}) ORDER BY (p.embedding <#> ?) + 0, p.rowid LIMIT ?"), (
+            q, space_id, space_id, *flt.params, q, int(k))
+    return bind(f"SELECT c.rowid, c.d FROM (SELECT p.rowid, p.embedding <#> ? AS d FROM {TABLE} "
+                "p ORDER BY p.embedding <#> ? LIMIT ?) c JOIN memories m ON m.rowid = c.rowid "
+                f"WHERE m.space_id = ? AND ({flt.where}) ORDER BY c.d, c.rowid LIMIT ?"), (
+        q, q, int(ef_search), space_id, *flt.params, int(k))
