@@ -36,6 +36,18 @@ Outputs under ``outputs/bench/scale/<time>/``: ``scale.json``, ``cost_table.md``
 README), ``latency.png`` and ``memory.png`` (log-log against size).
 
     nice -n 10 python -m benchmarks.scale --sizes 10000 100000
+
+Backends (issue 35): ``--backend sqlite postgres`` runs each size on a store directory and on
+a fresh database of a local PostgreSQL (pgserver, started here, Unix socket only), in the
+same run, so their figures compare on one machine at one time. On PostgreSQL the disk bytes
+are ``pg_database_size`` less the empty database's, and "index load" rebuilds the faiss index
+from the database (there is no index file). ``--embedder hash`` writes and asks with the
+model-free word-hash embedder (``benchmarks.hash_engine``, 64 dimensions, no MiniLM encoding:
+the store, channels and fusion work are real, the query's embedding costs ~0 ms), which is how
+the backend bar is measured:
+
+    nice -n 10 python -m benchmarks.scale --sizes 10000 100000 --backend sqlite postgres \
+        --embedder hash --ingest-turns 0
 """
 
 from __future__ import annotations
@@ -48,7 +60,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -156,32 +169,43 @@ def one_size(n: int, args: argparse.Namespace, work: Path) -> dict[str, Any]:
     from memory_core.config import CacheSpec, EngineSpec
 
     faiss = _faiss()
-    real, _ = real_vectors(args.real, args.seed)
-    vecs = vectors_for(n, real, args.noise, args.seed + 7)
     items = take(n, args.seed)
+    if args.embedder == "hash":
+        from benchmarks.hash_engine import HashEmbedder
+
+        model: Any = HashEmbedder()
+        vecs = model.embed([s.text for s in items])
+    else:
+        real, _ = real_vectors(args.real, args.seed)
+        vecs = vectors_for(n, real, args.noise, args.seed + 7)
+        model = _model()
     rng = random.Random(args.seed + 1)
     asked = [items[rng.randrange(n)].question for _ in range(args.queries + args.warmup)]
     base = EngineSpec(cache=CacheSpec(enabled=False))
     spec = dataclasses.replace(base, channels=dataclasses.replace(
         base.channels, dense_persist=True, **({"dense_ann_threshold": args.threshold}
                                               if args.threshold else {})))
-    embedder = BatchEmbedder(_model())
+    embedder = BatchEmbedder(model)
+    pg = args.one_backend == "postgres"
     store_dir = work / f"store-{n}"
-    out: dict[str, Any] = {"memories": n, "real_vectors": min(n, args.real)}
+    location: Any = _pg_database(args.pg_uri, f"scale_{n}") if pg else store_dir
+    out: dict[str, Any] = {"memories": n, "backend": args.one_backend, "embedder": args.embedder,
+                           "real_vectors": 0 if args.embedder == "hash" else min(n, args.real)}
     # a kept store is reused only when it was built from the same vectors and sentences
     built_from = f"{n} real={args.real} noise={args.noise} seed={args.seed}\n"
     done = store_dir / "DONE"
-    reuse = done.is_file() and done.read_text() == built_from
-    if done.is_file() and not reuse:
+    reuse = not pg and done.is_file() and done.read_text() == built_from
+    if not pg and done.is_file() and not reuse:
         raise RuntimeError(f"{store_dir} was built from other settings ({done.read_text()!r}); "
                            "remove it or pass another --store-dir")
-    with MemoryEngine.open(store_dir, spec, embedder=embedder) as eng:
+    with MemoryEngine.open(location, spec, embedder=embedder) as eng:
         if reuse:
             # a kept store of this size (--store-dir): the queries only, ingest not re-measured
             out["ingest_store_path"] = {"reused": str(store_dir)}
             save_s = None
         else:
             eng.create_space(SPACE, description="scale benchmark")
+            empty = _pg_bytes(eng) if pg else 0
             t0 = time.perf_counter()
             for i in tqdm(range(0, n, BATCH), desc=f"ingest {n:,}", unit="batch",
                           disable=not args.progress):
@@ -199,12 +223,15 @@ def one_size(n: int, args: argparse.Namespace, work: Path) -> dict[str, Any]:
         if reuse:
             eng._components.dense.prepare(SPACE)  # loaded from its file, as a write would
         kind = file_kind(eng._components.dense._indexes[SPACE])
-    if not reuse:
+        if pg:
+            out["disk_bytes_per_memory"] = round((_pg_bytes(eng) - empty) / n, 1)
+    if not reuse and not pg:
         done.write_text(built_from)
-    out["disk_bytes_per_memory"] = round(_dir_bytes(store_dir) / n, 1)
+    if not pg:
+        out["disk_bytes_per_memory"] = round(_dir_bytes(store_dir) / n, 1)
     out["index"] = {"kind": kind, "save_s": save_s}
 
-    with MemoryEngine.open(store_dir, spec, embedder=embedder) as eng:
+    with MemoryEngine.open(location, spec, embedder=embedder) as eng:
         dense = eng._components.dense
         t0 = time.perf_counter()
         dense.prepare(SPACE)
@@ -254,6 +281,22 @@ def one_size(n: int, args: argparse.Namespace, work: Path) -> dict[str, Any]:
     return out
 
 
+def _pg_database(server_uri: str, name: str) -> str:
+    """A fresh database ``name`` on the run's PostgreSQL; its URI."""
+    import psycopg
+    from psycopg import sql
+
+    with psycopg.connect(server_uri, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
+            sql.Identifier(name)))
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    return server_uri.replace("@/postgres?", f"@/{name}?")
+
+
+def _pg_bytes(eng: Any) -> int:
+    return int(eng.store._query("SELECT pg_database_size(current_database())")[0][0])
+
+
 def keyword_alone(eng: Any, asked: Sequence[str]) -> dict[str, Any]:
     """The keyword channel alone, FTS5 against the in-memory postings (what chooses
     ``channels.keyword_index_threshold``), alternating per question; the postings' build
@@ -274,7 +317,9 @@ def keyword_alone(eng: Any, asked: Sequence[str]) -> dict[str, Any]:
                                         ch.keyword_idf_prior_rows, (), index)
             times[index].append((time.perf_counter() - t) * 1000)
         same += [c.memory_id for c in got["fts5"]] == [c.memory_id for c in got["postings"]]
-    index = eng.store.postings(SPACE)
+    eng.store.postings(SPACE)
+    # the space's PostingIndex (on PostgreSQL the FTS5 mirror's): its refresh time, all told
+    index = getattr(eng.store, "_mirror", eng.store)._postings[SPACE]
     return {"fts5_p50_ms": round(float(np.median(times["fts5"])), 3),
             "postings_p50_ms": round(float(np.median(times["postings"][1:])), 3),
             "postings_first_ms": round(times["postings"][0], 1),
@@ -351,13 +396,15 @@ def _keyword_cells(r: dict[str, Any]) -> str:
 
 
 def cost_table(results: list[dict[str, Any]]) -> str:
-    rows = [("| memories | index | fast p50 ms | fast p95 ms | RSS MiB | disk bytes/memory | "
+    rows = [("| memories | backend | index | fast p50 ms | fast p95 ms | RSS MiB | "
+             "disk bytes/memory | "
              "store-path ingest /s | index load s | rebuild s | hnsw recall@10 | "
              "keyword p50 ms fts5 / postings | postings build s |"),
-            "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+            "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in results:
         rows.append(
-            f"| {r['memories']:,} | {r['index']['kind']} | {r['fast']['p50_ms']:.1f} | "
+            f"| {r['memories']:,} | {r.get('backend', 'sqlite')} | {r['index']['kind']} | "
+            f"{r['fast']['p50_ms']:.1f} | "
             f"{r['fast']['p95_ms']:.1f} | {r['rss_bytes'] / 2**20:,.0f} | "
             f"{r['disk_bytes_per_memory']:,.0f} | "
             f"{_ingest_cell(r)} | "
@@ -417,7 +464,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="keep each size's store in STORE_DIR/store-N and reuse it when it "
                              "is there (its ingest is then not re-measured)")
     parser.add_argument("--progress", action="store_true", help="tqdm bars on stderr")
+    parser.add_argument("--backend", nargs="+", default=["sqlite"],
+                        choices=["sqlite", "postgres"],
+                        help="each size on each (postgres: a local pgserver, started here)")
+    parser.add_argument("--embedder", choices=["minilm", "hash"], default="minilm",
+                        help="hash: the model-free word-hash embedder (module docstring)")
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)  # child: one size
+    parser.add_argument("--one-backend", default="sqlite", help=argparse.SUPPRESS)
+    parser.add_argument("--pg-uri", help=argparse.SUPPRESS)  # child: the run's server
     args = parser.parse_args(argv)
     if args.one:
         return child(args)
@@ -430,11 +484,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
         "cpus": os.cpu_count(), "vectors": (
+            "word-hash rows (benchmarks.hash_engine)" if args.embedder == "hash" else
             f"first {args.real:,} real MiniLM rows; beyond, real rows plus Gaussian noise of "
             f"norm {args.noise} re-normalised"),
         "results": []}
-    _, rate = real_vectors(args.real, args.seed)
-    report["raw_encode_per_s_synthetic"] = None if rate is None else round(rate, 1)
+    if args.embedder == "minilm":
+        _, rate = real_vectors(args.real, args.seed)
+        report["raw_encode_per_s_synthetic"] = None if rate is None else round(rate, 1)
     out_dir = args.out / time.strftime("%Y-%m-%d_%H-%M-%S")
     out_dir.mkdir(parents=True, exist_ok=True)
     if args.ingest_turns:
@@ -443,8 +499,46 @@ def main(argv: Sequence[str] | None = None) -> int:
             report["ingest_vs_encoder"] = ingest_vs_encoder(args.ingest_turns, args.seed,
                                                             Path(tmp))
         print("ingest vs encoder:", json.dumps(report["ingest_vs_encoder"]), flush=True)
-    for n in ([] if args.ingest_only else sorted(args.sizes)):
-        cmd = [sys.executable, "-m", "benchmarks.scale", "--one", str(n)] + [
+    with _server(args.backend) as pg_uri:
+        _run_sizes(args, argv, pg_uri, report, out_dir)
+    (out_dir / "scale.json").write_text(json.dumps(report, indent=2) + "\n")
+    if report["results"]:
+        (out_dir / "cost_table.md").write_text(cost_table(report["results"]))
+        plots([r for r in report["results"] if r["backend"] == args.backend[0]], out_dir)
+        print(cost_table(report["results"]))
+    print(f"wrote {out_dir}")
+    return 0
+
+
+@contextmanager
+def _server(backends: Sequence[str]) -> Iterator[str | None]:
+    """The run's local PostgreSQL (pgserver, Unix socket) when a backend needs it."""
+    if "postgres" not in backends:
+        yield None
+        return
+    import warnings
+
+    with warnings.catch_warnings():  # platformdirs: no XDG_RUNTIME_DIR on many machines
+        warnings.simplefilter("ignore")
+        from pgserver.postgres_server import get_server
+
+        server = get_server(tempfile.mkdtemp(prefix="memory_core-scale-pg-"),
+                            cleanup_mode="delete")
+    try:
+        yield server.get_uri()
+    finally:
+        server.cleanup()
+
+
+def _run_sizes(args: argparse.Namespace, argv: Sequence[str] | None, pg_uri: str | None,
+               report: dict[str, Any], out_dir: Path) -> None:
+    """Each size on each backend, one child process each (sizes ascending, backends side by
+    side so they meet the same machine load)."""
+    todo = [(n, b) for n in ([] if args.ingest_only else sorted(args.sizes))
+            for b in args.backend]
+    for n, backend in todo:
+        cmd = [sys.executable, "-m", "benchmarks.scale", "--one", str(n), "--one-backend",
+               backend] + (["--pg-uri", pg_uri] if pg_uri else []) + [
             a for a in (argv if argv is not None else sys.argv[1:])]
         t0 = time.perf_counter()
         # with --progress the child's bars go straight to this terminal
@@ -455,19 +549,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                     None)
         if proc.returncode != 0 or line is None:
             tail = (proc.stderr or "(stderr shown above)")[-3000:]
-            raise RuntimeError(f"size {n} failed (exit {proc.returncode}):\n{tail}")
+            raise RuntimeError(f"size {n} on {backend} failed (exit {proc.returncode}):\n{tail}")
         result = json.loads(line.removeprefix("SCALE_RESULT "))
         result["wall_s"] = round(time.perf_counter() - t0, 1)
         report["results"].append(result)
-        print(f"{n:>9,}: {json.dumps(result)}", flush=True)
+        print(f"{n:>9,} {backend}: {json.dumps(result)}", flush=True)
         (out_dir / "scale.json").write_text(json.dumps(report, indent=2) + "\n")
-    (out_dir / "scale.json").write_text(json.dumps(report, indent=2) + "\n")
-    if report["results"]:
-        (out_dir / "cost_table.md").write_text(cost_table(report["results"]))
-        plots(report["results"], out_dir)
-        print(cost_table(report["results"]))
-    print(f"wrote {out_dir}")
-    return 0
 
 
 if __name__ == "__main__":

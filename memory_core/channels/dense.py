@@ -58,6 +58,7 @@ import numpy as np
 from memory_core import index_files
 from memory_core.config import ChannelsSpec, DenseIndexKind
 from memory_core.channels.base import ChannelContext, ChannelResult, Stage
+from memory_core.channels.dense_pg import pgvector_index
 from memory_core.channels.faiss_kinds import HNSW_EF_CAP, HNSW_KIND, KIND, _faiss, file_kind
 from memory_core.index_files import DamageReason, IndexFileError, IndexHeader
 from memory_core.store import SqlFilter, StoreBackend
@@ -89,6 +90,13 @@ class DenseIndex:
         self._lock = threading.RLock()
         self.rebuilt: list[str] = []  # spaces rebuilt from SQLite at load (for tests and logs)
         self.damage: list[tuple[str, DamageReason]] = []  # files refused at load, and why
+        # channels.dense_index="pgvector": HNSW inside PostgreSQL (channels/dense_pg.py), or
+        # faiss "auto" where the store has no pgvector (logged, and why kept in pgvector_absent)
+        self.pg, self.pgvector_absent = pgvector_index(store, dim, self.spec) \
+            if self.kind is DenseIndexKind.PGVECTOR else (None, None)
+        if self.kind is DenseIndexKind.PGVECTOR and self.pg is None:
+            log.warning("channels.dense_index=pgvector: %s; faiss auto used", self.pgvector_absent)
+            self.kind = DenseIndexKind.AUTO
 
     # -- lifecycle ----------------------------------------------------------------------------
     def _file(self, space_id: str) -> Path:
@@ -231,6 +239,8 @@ class DenseIndex:
 
     def prepare(self, space_id: str) -> None:
         """Load the space's index (and catch it up) before a write."""
+        if self.pg is not None:
+            return self.pg.prepare(space_id)
         self._index_for(space_id)
 
     @contextmanager
@@ -240,11 +250,13 @@ class DenseIndex:
         Nothing can catch the index up between the commit and the add, so every row is added
         exactly once."""
         with self._lock:
-            self._index_for(space_id)
+            self.prepare(space_id)
             yield
 
     def add(self, space_id: str, rowids: list[int], vectors: np.ndarray) -> None:
         """Add freshly written rows (inside :meth:`writing`, or after :meth:`prepare`)."""
+        if self.pg is not None:
+            return self.pg.add(space_id, rowids, vectors)
         with self._lock:
             index = self._indexes.get(space_id)
             if index is None:
@@ -254,7 +266,7 @@ class DenseIndex:
     def save(self) -> None:
         """Write every loaded index (atomic, checksummed) and then the manifest, under the
         cross-process writer lock; a no-op when the index is not persisted."""
-        if self.directory is None:
+        if self.directory is None or self.pg is not None:
             return
         faiss = _faiss()
         with self._lock, index_files.writer_lock(self.directory):
@@ -276,6 +288,8 @@ class DenseIndex:
     def search(self, space_id: str, query_vec: np.ndarray, flt: SqlFilter,
                depth: int) -> list[Candidate]:
         """Top ``depth`` eligible memories of the space by cosine similarity."""
+        if self.pg is not None:
+            return self.pg.search(space_id, query_vec, flt, depth)
         faiss = _faiss()
         index = self._index_for(space_id)
         if index.ntotal == 0 or depth <= 0:
@@ -314,6 +328,8 @@ class DenseIndex:
         index in memory: no store read, so scoring the pool's other finds
         (``fusion.complete``) costs a reconstruct and a product. Rows the index does not hold
         are left out."""
+        if self.pg is not None:
+            return self.pg.scores_of(space_id, query_vec, rowids)
         with self._lock:
             index = self._indexes.get(space_id)
             if index is None:

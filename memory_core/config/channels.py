@@ -10,13 +10,15 @@ from memory_core.config.choices import parse_choice
 
 
 class DenseIndexKind(StrEnum):
-    """``channels.dense_index``: which faiss index a space gets
-    (:mod:`memory_core.channels.dense`): ``flat`` exact, ``hnsw`` approximate, ``auto`` flat
-    below ``dense_ann_threshold`` memories and hnsw from there."""
+    """``channels.dense_index``: which index a space gets (:mod:`memory_core.channels.dense`):
+    faiss in the process, ``flat`` exact, ``hnsw`` approximate, ``auto`` flat below
+    ``dense_ann_threshold`` memories and hnsw from there; or ``pgvector``, HNSW inside
+    PostgreSQL (:mod:`memory_core.channels.dense_pg`), ``auto`` where the store has none."""
 
     AUTO = "auto"
     FLAT = "flat"
     HNSW = "hnsw"
+    PGVECTOR = "pgvector"
 
 
 @dataclass(frozen=True)
@@ -61,7 +63,9 @@ class ChannelsSpec:
     # dense index kind (memory_core/channels/dense.py): "flat" exact, "hnsw" approximate, "auto"
     # flat below dense_ann_threshold memories in a space and hnsw from there (threshold and
     # hnsw settings from benchmarks/scale.py); a filtered search whose eligible share is under
-    # dense_ann_exact_share is exact over the hnsw's own vectors
+    # dense_ann_exact_share is exact over the hnsw's own vectors. "pgvector": HNSW inside
+    # PostgreSQL with the same m / ef settings (channels/dense_pg.py; faiss "auto" on a store
+    # without pgvector); not the default: it ranks unlike SQLite (docs/recorded_figures.md)
     dense_index: DenseIndexKind = DenseIndexKind.AUTO
     dense_ann_threshold: int = 50_000
     dense_hnsw_m: int = 32

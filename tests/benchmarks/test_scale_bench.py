@@ -41,14 +41,15 @@ def test_cost_table_has_one_row_a_size():
            "fast": {"p50_ms": 40.0, "p95_ms": 60.0}, "rss_bytes": 2**30,
            "disk_bytes_per_memory": 4133.5, "ingest_store_path": {"memories_per_s": 646.8},
            "dense_alone": {"recall_at_10": 1.0}}
-    timed = {**row, "memories": 100_000, "ingest_store_path": {"reused": "/kept/store-100000"},
+    timed = {**row, "memories": 100_000, "backend": "postgres",
+             "ingest_store_path": {"reused": "/kept/store-100000"},
              "keyword_alone": {"fts5_p50_ms": 68.31, "postings_p50_ms": 1.918,
                                "built_s": 4.93}}
     lines = cost_table([row, timed]).splitlines()
     assert len(lines) == 4
-    # a size without the keyword timing shows dashes there
-    assert lines[2] == ("| 10,000 | faiss-flat-ip | 40.0 | 60.0 | 1,024 | 4,134 | 647 | 0.20 | "
-                        "0.3 | 1.000 | - | - |")
+    # a size without the keyword timing shows dashes there (and no backend: sqlite)
+    assert lines[2] == ("| 10,000 | sqlite | faiss-flat-ip | 40.0 | 60.0 | 1,024 | 4,134 | 647 | "
+                        "0.20 | 0.3 | 1.000 | - | - |")
     # a kept store's ingest was not measured in this run; the keyword channel alone was
-    assert lines[3] == ("| 100,000 | faiss-flat-ip | 40.0 | 60.0 | 1,024 | 4,134 | (kept store) "
-                        "| 0.20 | 0.3 | 1.000 | 68.3 / 1.9 | 4.9 |")
+    assert lines[3] == ("| 100,000 | postgres | faiss-flat-ip | 40.0 | 60.0 | 1,024 | 4,134 | "
+                        "(kept store) | 0.20 | 0.3 | 1.000 | 68.3 / 1.9 | 4.9 |")

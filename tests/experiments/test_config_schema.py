@@ -200,7 +200,7 @@ def test_every_preset_runner_is_in_the_runners_table(tmp_path):
     ("routing.router=psychic", "description, evidence, learned"),
     ("fusion.method=sum", "rrf, weighted"),
     ("fusion.norm=softmax", "minmax, zscore, theoretical, anchored"),
-    ("channels.dense_index=annoy", "auto, flat, hnsw"),
+    ("channels.dense_index=annoy", "auto, flat, hnsw, pgvector"),
     ("engine.default_mode=slow", "accurate, fast"),
     ("engine.default_channels=all", "hybrid, vector, bm25, graph"),
 ])

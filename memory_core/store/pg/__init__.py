@@ -13,13 +13,14 @@ only then (the ``postgres`` extra). The same behaviour as SQLite, module by modu
                JSON functions); every other query is the SQLite mix-ins' SQL, unchanged
 ``fulltext``   stored vectors, eligibility, and BM25 from a process-local FTS5 mirror of the
                database's rows (FTS5's scores exactly; the filter always runs in PostgreSQL)
+``vectors``    pgvector: the dense channel's HNSW index inside the database, a checked copy of
+               the stored vectors (``channels.dense_index="pgvector"``)
 ``migrate``    ``memory-core migrate --from DIR --to URI``: a SQLite store copied, ids kept
 ``local``      ``python -m memory_core.store.pg.local DIR``: a local server (``make serve-pg``)
 ============== ==============================================================================
 
 Not yet (issue 35's later steps): API keys in the database (a database store's service keeps
-them in the file ``--keys`` names), pgvector HNSW for the dense channel (today the
-process-local faiss index is built from the vectors stored here).
+them in the file ``--keys`` names).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from __future__ import annotations
 from memory_core.store.contract import StoreBackend
 from memory_core.store.pg.fulltext import PgSearch
 from memory_core.store.pg.queries import PgEntityQueries, PgMemoryQueries, PgSessionQueries
+from memory_core.store.pg.vectors import PgVectors
 from memory_core.store.receipts import ReceiptQueries
 from memory_core.store.spaces import SpaceQueries
 from memory_core.store.sql import POSTGRES, Dialect
@@ -34,8 +36,8 @@ from memory_core.store.sql import POSTGRES, Dialect
 __all__ = ["PgStore"]
 
 
-class PgStore(PgSearch, PgMemoryQueries, PgSessionQueries, PgEntityQueries, SpaceQueries,
-              ReceiptQueries):
+class PgStore(PgVectors, PgSearch, PgMemoryQueries, PgSessionQueries, PgEntityQueries,
+              SpaceQueries, ReceiptQueries):
     """The PostgreSQL store: SQLite's query mix-ins over :class:`~.db.PgDatabase`, with the
     PostgreSQL spellings of :mod:`.queries` and the search of :mod:`.fulltext` first in the
     method order (``tests/memory_core/store/test_pg_store.py`` lists the SQLite methods it
