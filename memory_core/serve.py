@@ -50,7 +50,14 @@ class ReadPath:
         """Validate, then answer from the cache or the pipeline; record the trace.
         ``recent_session``: :meth:`session_context`'s session, whose latest turns follow the
         block; ``session_scope``: the scope it took from the session (for the trace);
-        ``context_call``: a context call (its context hits: ``context_entity_cards`` cards)."""
+        ``context_call``: a context call (its context hits: ``context_entity_cards`` cards).
+        The request's reads share one store stamp (:meth:`StoreBackend.read_scope`)."""
+        with self.store.read_scope():
+            return self._serve(body, recent_session, session_scope, context_call)
+
+    def _serve(self, body: dict[str, Any], recent_session: str | None,
+               session_scope: Mapping[str, str] | None, context_call: bool
+               ) -> RetrieveResponse:
         t0 = time.perf_counter()
         req = parse_request(body, self.spec, self.available_modes,
                             {Mode.ACCURATE: self.rerank_unavailable or ""})

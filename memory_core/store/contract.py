@@ -191,6 +191,11 @@ class StoreBackend(Protocol):
         other connections write) and no write of this store interleaves (the lock is held)."""
         ...
 
+    def read_scope(self) -> AbstractContextManager[None]:
+        """One request's reads on the calling thread: the store stamp read once inside (no
+        lock, no transaction)."""
+        ...
+
     def recent_in_session(self, space_id: str, session_id: str, flt: SqlFilter,
                           n: int) -> list[int]:
         """The ``n`` latest eligible memories of a session, oldest first."""

@@ -37,6 +37,7 @@ class Database:
         # per thread, inside read_snapshot(): the store stamp (.value: None outside a snapshot,
         # -1 not read yet, else the stamp)
         self._snapshot_stamp = threading.local()
+        self._scope_stamp = threading.local()  # per thread, inside read_scope(): the same
         try:
             self._conn = sqlite3.connect(self.path, check_same_thread=False,
                                          isolation_level=None)
@@ -113,6 +114,26 @@ class Database:
                 self._snapshot_stamp.value = None
             self._conn.execute("COMMIT")
 
+    @contextmanager
+    def read_scope(self) -> Iterator[None]:
+        """One request's reads on the calling thread: :meth:`store_stamp` is read once, at its
+        first use inside, instead of once per read cache (a read consults several: on
+        PostgreSQL each was a round trip). It holds no lock and no transaction, so other
+        threads' reads and writes go on beside it. A cache it fills is keyed by a stamp read
+        before the values it holds, as without it (values are never older than their key);
+        what it adds is that a write committed during the request may be left to the next
+        request by the request's caches, as a write committed just after it would be. Nested
+        scopes are the outer one's; inside a :meth:`read_snapshot` the snapshot's stamp
+        rules."""
+        if getattr(self._scope_stamp, "value", None) is not None:
+            yield
+            return
+        self._scope_stamp.value = -1
+        try:
+            yield
+        finally:
+            self._scope_stamp.value = None
+
     def store_stamp(self) -> int:
         """The store's newest memory row. Memories are only ever added (never changed or
         removed), and every write to them and their side tables (tags, sources, entities, the
@@ -124,13 +145,19 @@ class Database:
         Inside a :meth:`read_snapshot` of the calling thread it is read once: the snapshot's
         state cannot move (its thread holds the lock, so no write of this connection starts,
         and other connections' commits stay outside its read transaction)."""
-        held = getattr(self._snapshot_stamp, "value", None)
-        if held is None or self._writing:
-            return int(self._query("SELECT COALESCE(MAX(rowid), 0) FROM memories")[0][0])
+        if self._writing:
+            return self._newest_row()
+        held, where = getattr(self._snapshot_stamp, "value", None), self._snapshot_stamp
+        if held is None:
+            held, where = getattr(self._scope_stamp, "value", None), self._scope_stamp
+            if held is None:
+                return self._newest_row()
         if held < 0:
-            held = self._snapshot_stamp.value = int(
-                self._query("SELECT COALESCE(MAX(rowid), 0) FROM memories")[0][0])
+            held = where.value = self._newest_row()
         return held
+
+    def _newest_row(self) -> int:
+        return int(self._query("SELECT COALESCE(MAX(rowid), 0) FROM memories")[0][0])
 
     def _stamped_cache(self, name: str, most: int) -> dict[Any, Any]:
         """The read cache ``name`` for the store as it stands: a dict kept while the store's

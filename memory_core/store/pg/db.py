@@ -92,6 +92,7 @@ class PgDatabase(Database):
         self._lock = threading.RLock()
         self._writing = False
         self._snapshot_stamp = threading.local()
+        self._scope_stamp = threading.local()
         self._conn: Any = None
         self._migrate(fresh=False)
 

@@ -88,10 +88,16 @@ class PgSearch(PgDatabase):
         """The mirror, caught up with the database as this connection sees it now (inside a
         ``read_snapshot``, as of the snapshot: the mirror is never ahead of a snapshot taken
         later, since catching up reads under the store's lock). Never inside this store's own
-        write transaction, whose rows a rollback may still take back."""
+        write transaction, whose rows a rollback may still take back. Inside a request's
+        ``read_scope`` (and no snapshot), a mirror already at the scope's stamp is used as it
+        is: no snapshot is opened for it (three round trips a keyword read)."""
         if self._writing:
             raise RuntimeError("keyword reads inside a PostgreSQL write transaction would "
                                "mirror rows not yet committed")
+        if (getattr(self._snapshot_stamp, "value", None) is None
+                and getattr(self._scope_stamp, "value", None) is not None
+                and self.store_stamp() <= self._mirror_last):
+            return self._mirror
         with self.read_snapshot(), self._mirror_lock:
             stamp = self.store_stamp()
             if stamp == self._mirror_last:

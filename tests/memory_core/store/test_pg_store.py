@@ -153,11 +153,11 @@ def test_close_releases_the_connection(pg_uri):
 # PostgreSQL (portable, placeholders only). A new SQLite method joins this list only once it
 # has been read too (or the PostgreSQL spelling goes to store/pg/queries.py).
 REVIEWED_SQLITE_METHODS = {
-    "_build_memories", "_grouped", "_holdings", "_stamped_cache", "count_memories",
+    "_build_memories", "_grouped", "_holdings", "_newest_row", "_stamped_cache", "count_memories",
     "eligible_rowids", "entity_keys", "get_memories", "get_meta", "get_receipt", "get_space",
     "holds_sources", "insert_space", "list_receipts", "list_spaces", "metadata_texts",
-    "minhashes", "notes_of", "passage_size", "passages", "recent_in_session", "replies",
-    "save_receipt",
+    "minhashes", "notes_of", "passage_size", "passages", "read_scope", "recent_in_session",
+    "replies", "save_receipt",
     "scopes_of", "section_siblings", "session_neighbours", "session_scopes", "space_rowids",
     "space_stamp", "space_version", "store_stamp", "tag_vocabulary", "turn_attributes",
     "versions"}
