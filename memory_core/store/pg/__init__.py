@@ -9,8 +9,6 @@ only then (the ``postgres`` extra). The same behaviour as SQLite, module by modu
 ``schema``     the tables in PostgreSQL's types (text in the ``"C"`` collation: SQLite's order)
 ``db``         ``PgDatabase``: the connection, its lock, write transactions under the store's
                advisory lock, ``REPEATABLE READ`` snapshots, 503 ``store_unavailable``
-``queries``    the batch write and the reads PostgreSQL spells differently (null-safe ``IS``,
-               JSON functions); every other query is the SQLite mix-ins' SQL, unchanged
 ``fulltext``   stored vectors, eligibility, and BM25 from a process-local FTS5 mirror of the
                database's rows (FTS5's scores exactly; the filter always runs in PostgreSQL)
 ``migrate``    ``memory-core migrate --from DIR --to URI``: a SQLite store copied, ids kept
@@ -25,21 +23,23 @@ process-local faiss index is built from the vectors stored here).
 from __future__ import annotations
 
 from memory_core.store.contract import StoreBackend
+from memory_core.store.entities import EntityQueries
+from memory_core.store.memories import MemoryQueries
 from memory_core.store.pg.fulltext import PgSearch
-from memory_core.store.pg.queries import PgEntityQueries, PgMemoryQueries, PgSessionQueries
 from memory_core.store.receipts import ReceiptQueries
+from memory_core.store.sessions import SessionQueries
 from memory_core.store.spaces import SpaceQueries
 from memory_core.store.sql import POSTGRES, Dialect
 
 __all__ = ["PgStore"]
 
 
-class PgStore(PgSearch, PgMemoryQueries, PgSessionQueries, PgEntityQueries, SpaceQueries,
+class PgStore(PgSearch, MemoryQueries, SessionQueries, EntityQueries, SpaceQueries,
               ReceiptQueries):
-    """The PostgreSQL store: SQLite's query mix-ins over :class:`~.db.PgDatabase`, with the
-    PostgreSQL spellings of :mod:`.queries` and the search of :mod:`.fulltext` first in the
-    method order (``tests/memory_core/store/test_pg_store.py`` lists the SQLite methods it
-    runs unchanged, each reviewed for PostgreSQL)."""
+    """The PostgreSQL store: SQLite's query mix-ins over :class:`~.db.PgDatabase`, written
+    with PostgreSQL's :class:`~memory_core.store.sql.Dialect`, and the search of
+    :mod:`.fulltext` first in the method order (``tests/memory_core/store/test_pg_store.py``
+    lists the mix-ins' methods it runs, each reviewed for PostgreSQL)."""
 
     dialect: Dialect = POSTGRES  # what the filter compiler writes for (store/sql.py)
 

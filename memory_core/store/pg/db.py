@@ -4,7 +4,7 @@
 the same query mix-ins: it declares the same ``_query``, ``transaction()`` and
 ``read_snapshot()``, so the mix-ins' SQL (written in what both databases accept, with ``?``
 placeholders, bound here as ``%s``) runs unchanged; what PostgreSQL spells differently is
-overridden in :mod:`memory_core.store.pg.queries`.
+the store's :class:`~memory_core.store.sql.Dialect`.
 
 - One connection behind one lock per store object (as SQLite's); a write is one transaction
   holding the store's advisory write lock (:data:`~.schema.WRITE_LOCK`), so writers of every
