@@ -15,9 +15,9 @@ only then (the ``postgres`` extra). The same behaviour as SQLite, module by modu
 ``local``      ``python -m memory_core.store.pg.local DIR``: a local server (``make serve-pg``)
 ============== ==============================================================================
 
-Not yet (issue 35's later steps): API keys in the database (a database store's service keeps
-them in the file ``--keys`` names), pgvector HNSW for the dense channel (today the
-process-local faiss index is built from the vectors stored here).
+The service's API keys live in the ``api_keys`` table (:mod:`memory_core.service.keys`). Not
+yet (issue 35's later steps): pgvector HNSW for the dense channel (today the process-local
+faiss index is built from the vectors stored here).
 """
 
 from __future__ import annotations
