@@ -120,10 +120,18 @@ def test_a_stopped_server_is_503_then_recovers_without_reopening(hash_embedder):
             assert (err.value.status, err.value.code.value) == (503, "store_unavailable")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            server = pgserver.get_server(data, cleanup_mode="delete")
+            server = pgserver.get_server(data, cleanup_mode="stop")
         got = eng.retrieve(query="outage", space_id="s", mode="fast").results
         assert [r.content for r in got] == ["before the outage"]
         assert eng.count_memories("s") == 1
+        # restarted while the engine is idle: its connection is found ended before the next
+        # statement, which runs on a new one (no 503 once the server is back)
+        server.cleanup()  # stops it again
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            server = pgserver.get_server(data, cleanup_mode="delete")
+        assert eng.write("s", "after the restart").startswith("mem_")
+        assert eng.count_memories("s") == 2
     finally:
         eng.close()
         server.cleanup()
