@@ -46,12 +46,11 @@ serve: $(STAMP)
 	$(PY) -m memory_core.cli serve --store $(STORE) --port $(PORT) $(ARGS)
 
 # the same service on a local PostgreSQL (pgserver, data in PGDATA; it stays up after the
-# service stops: `make stop-pg`); keys: memory-core keys create --store URI --keys $(PGKEYS)
+# service stops: `make stop-pg`); keys, kept in the database: memory-core keys create --store URI
 PGDATA ?= outputs/pgdata
-PGKEYS ?= outputs/pg-keys.json
 serve-pg: $(STAMP)
 	$(PY) -m memory_core.cli serve --store "$$($(PY) -m memory_core.store.pg.local $(PGDATA))" \
-		--keys $(PGKEYS) --port $(PORT) $(ARGS)
+		--port $(PORT) $(ARGS)
 
 stop-pg: $(STAMP)
 	$(PY) -m memory_core.store.pg.local $(PGDATA) --stop

@@ -39,6 +39,7 @@ class LiveService:
     store: str  # the store directory, or a postgresql:// URI
     log: Path
     keys: dict[str, str] = field(default_factory=dict)
+    pid: int = 0  # the serving process (a fault test kills it)
 
     def client(self, principal: str | None = None) -> httpx.Client:
         headers = {} if principal is None else {
@@ -55,13 +56,15 @@ def start_service(tmp: Path, principals: Sequence[str], engine_factory: str | No
                   keys_file: Path | None = None) -> Iterator[LiveService]:
     """Keys for ``principals``, then ``python -m memory_core.cli serve`` until /healthz
     answers; stopped (SIGTERM, then kill) on exit. ``store``: ``tmp/store`` unless given (a
-    ``postgresql://`` URI, whose keys then go to ``keys_file``, default ``tmp/keys.json``);
-    keys already in the file are kept (a second process serving the same store)."""
+    ``postgresql://`` URI: keys in its ``api_keys`` table); ``keys_file``: keys in that file
+    instead (``--keys``); keys already there are kept (a second process serving the same
+    store)."""
     served = str(tmp / "store") if store is None else store
-    if keys_file is None and store is not None:
-        keys_file = tmp / "keys.json"
     keys = KeyStore.for_store(served, keys_file)
-    made = {p: keys.create(p) for p in principals}
+    try:
+        made = {p: keys.create(p) for p in principals}
+    finally:
+        keys.close()
     port = free_port()
     argv = [sys.executable, "-m", "memory_core.cli", "serve", "--store", served,
             "--host", "127.0.0.1", "--port", str(port), *extra]
@@ -87,7 +90,7 @@ def start_service(tmp: Path, principals: Sequence[str], engine_factory: str | No
             if time.monotonic() > deadline:
                 raise RuntimeError(f"server did not start:\n{log.read_text()}")
             time.sleep(0.1)
-        yield LiveService(url, served, log, made)
+        yield LiveService(url, served, log, made, proc.pid)
     finally:
         proc.terminate()
         try:

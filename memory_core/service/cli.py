@@ -1,9 +1,9 @@
 """``memory-core serve`` and ``memory-core keys create`` (added to :mod:`memory_core.cli`).
 
-    memory-core keys create --store DIR --principal NAME   # the key is stdout's last line
+    memory-core keys create --store DIR|URI --principal NAME   # the key is stdout's last line
     memory-core serve --store DIR [--host 127.0.0.1] [--port 8080]
-    memory-core serve --store postgresql://... --keys FILE  # a database store: keys in FILE
-    memory-core migrate --from DIR --to postgresql://... [--keys FILE]   # copy a store
+    memory-core serve --store postgresql://...   # a database store: keys in its api_keys table
+    memory-core migrate --from DIR --to postgresql://...   # copy a store, its keys included
 
 Nothing here imports FastAPI or uvicorn until ``serve`` runs.
 """
@@ -18,8 +18,8 @@ from typing import Any
 from memory_core.errors import MemoryCoreError
 
 COMMANDS = ("serve", "keys", "migrate")
-KEYS_HELP = ("the API keys file (default: keys.json in the store directory; required for a "
-             "store named by a postgresql:// URI)")
+KEYS_HELP = ("an API keys file to use instead of the store's own keys (default: keys.json in "
+             "the store directory; a postgresql:// store's api_keys table)")
 
 
 def add_commands(sub: Any, make_parser: Callable[..., argparse.ArgumentParser]) -> None:
@@ -58,7 +58,8 @@ def add_commands(sub: Any, make_parser: Callable[..., argparse.ArgumentParser]) 
     migrate.add_argument("--to", dest="target", required=True, metavar="URI",
                          help="an empty PostgreSQL database (postgresql://...)")
     migrate.add_argument("--keys", metavar="FILE",
-                         help="also copy the directory's API keys file here")
+                         help="also copy the directory's API keys file here (the keys are "
+                         "copied into the database in any case)")
     for parser in (serve, keys, create, migrate):
         parser.set_defaults(command_parser=parser)
 
@@ -88,7 +89,10 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         store = KeyStore.for_store(args.store, args.keys)
-        key = store.create(args.principal)
+        try:
+            key = store.create(args.principal)
+        finally:
+            store.close()
     except MemoryCoreError as err:
         print(f"error: {err.code.value}/{err.reason}: {err.message}", file=sys.stderr)
         return 1
@@ -104,9 +108,10 @@ def run(args: argparse.Namespace) -> int:
 def _migrate(args: argparse.Namespace) -> int:
     """``memory-core migrate``: rows copied per table on stderr, the summary on stdout."""
     import shutil
+    from dataclasses import astuple
     from pathlib import Path
 
-    from memory_core.service.keys import KEYS_FILE
+    from memory_core.service.keys import KEYS_FILE, KeyStore
     from memory_core.store.location import StoreKind, parse_location
     from memory_core.store.uri import redact_url
 
@@ -117,15 +122,21 @@ def _migrate(args: argparse.Namespace) -> int:
             args.command_parser.error("--from must be a store directory")
         from memory_core.store.pg.migrate import migrate
 
+        keys = Path(args.source) / KEYS_FILE
+        records = KeyStore(keys).records()  # none without the file; a damaged one refuses
         counts = migrate(args.source, args.target,
-                         lambda table, n: print(f"{table}: {n} rows", file=sys.stderr))
+                         lambda table, n: print(f"{table}: {n} rows", file=sys.stderr),
+                         [astuple(r) for r in records])
     except MemoryCoreError as err:
         print(f"error: {err.code.value}/{err.reason}: {err.message}", file=sys.stderr)
         return 1
-    keys = Path(args.source) / KEYS_FILE
+    except ValueError as exc:  # a damaged keys file: nothing copied
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     if args.keys is not None and keys.is_file():
         shutil.copyfile(keys, args.keys)
     print(f"copied {counts['memories']} memories in {counts['spaces']} spaces "
-          f"({counts['receipts']} receipts) to {redact_url(args.target)}")
+          f"({counts['receipts']} receipts, {counts['api_keys']} API keys) to "
+          f"{redact_url(args.target)}")
     return 0
 

@@ -15,6 +15,12 @@ hash guards guessable secrets; these are not), and comparison is constant-time
 The file is written atomically (temp file, fsync, rename, mode 0600) under a file lock, and the
 service re-reads it when its modification time changes, so a key created while the service runs
 works at once.
+
+A PostgreSQL store keeps its keys in the database instead (:class:`DatabaseKeyStore`, the
+``api_keys`` table, the same records): every service process over the database shares them,
+and a key created through any of them, or by ``memory-core keys create --store
+postgresql://...``, is accepted by all at the next request. ``--keys FILE`` still names a
+file explicitly, for either kind of store (:meth:`KeyStore.for_store`).
 """
 
 from __future__ import annotations
@@ -27,14 +33,14 @@ import re
 import secrets
 import tempfile
 import threading
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 from filelock import FileLock
 
 from memory_core.errors import invalid
-from memory_core.store.location import parse_location, redact_url
+from memory_core.store.location import StoreKind, parse_location, redact_url
 
 KEYS_FILE = "keys.json"
 KEY_PREFIX = "mck"
@@ -79,26 +85,28 @@ def check_principal(principal: object) -> str:
 
 
 class KeyStore:
-    """The keys file of one store directory."""
+    """The keys file of one store directory (or the file ``--keys`` names)."""
 
     def __init__(self, path: Path):
-        self.path = Path(path)
+        self.path: Path | str = Path(path)  # where the keys live, as messages name it
+        self._file = Path(path)
         self._lock = threading.Lock()
         self._stamp: tuple[int, int] | None = None
         self._records: dict[str, KeyRecord] = {}
 
-    @classmethod
-    def for_store(cls, store_dir: str | Path, keys_file: str | Path | None = None) -> KeyStore:
-        """The keys file ``keys_file``, else the one of a store directory. A store named by a
-        URL has no directory to keep it in: without ``keys_file`` it is a 422
-        ``unsupported_store`` (keys in the database are a later step of issue 35)."""
+    @staticmethod
+    def for_store(store: str | Path, keys_file: str | Path | None = None) -> KeyStore:
+        """The keys of a store: the file ``keys_file`` when given, else the table of a
+        PostgreSQL store (:class:`DatabaseKeyStore`), else ``keys.json`` in the store
+        directory."""
         if keys_file is not None:
-            return cls(Path(keys_file))
-        if parse_location(store_dir).is_url:
-            raise invalid("unsupported_store", f"store {redact_url(str(store_dir))!r}: a store "
-                          "named by a URL keeps its API keys in the file --keys names (not yet "
-                          "in the database)", "store")
-        return cls(Path(store_dir) / KEYS_FILE)
+            return KeyStore(Path(keys_file))
+        if parse_location(store).kind is StoreKind.POSTGRESQL:
+            return DatabaseKeyStore(str(store))
+        return KeyStore(Path(store) / KEYS_FILE)
+
+    def close(self) -> None:
+        """Nothing to release for a file (the table kind closes its connection)."""
 
     # -- reading ------------------------------------------------------------------------------
     def records(self) -> list[KeyRecord]:
@@ -111,15 +119,18 @@ class KeyStore:
         match = _KEY.match(key) if isinstance(key, str) else None
         if match is None:
             return None
-        self._refresh()
-        record = self._records.get(match.group(1))
+        record = self._record(match.group(1))
         if record is None or not hmac.compare_digest(record.sha256, hash_key(key)):
             return None
         return record.principal
 
+    def _record(self, key_id: str) -> KeyRecord | None:
+        self._refresh()
+        return self._records.get(key_id)
+
     def _refresh(self) -> None:
         try:
-            st = os.stat(self.path)
+            st = os.stat(self._file)
         except FileNotFoundError:
             with self._lock:
                 self._records, self._stamp = {}, None
@@ -128,7 +139,7 @@ class KeyStore:
         if stamp == self._stamp:
             return
         with self._lock:
-            records = _read(self.path)
+            records = _read(self._file)
             self._records = {r.key_id: r for r in records}
             self._stamp = stamp
 
@@ -136,18 +147,67 @@ class KeyStore:
     def create(self, principal: str) -> str:
         """A new key for ``principal``; returns the key (the file keeps only its hash)."""
         check_principal(principal)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with FileLock(str(self.path) + ".lock"):
-            records = _read(self.path) if self.path.exists() else []
-            taken = {r.key_id for r in records}
-            key_id = secrets.token_hex(KEY_ID_HEX // 2)
-            while key_id in taken:
-                key_id = secrets.token_hex(KEY_ID_HEX // 2)
-            key = f"{KEY_PREFIX}_{key_id}_{secrets.token_urlsafe(SECRET_BYTES)}"
-            now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-            records.append(KeyRecord(key_id, principal, hash_key(key), now))
-            _write(self.path, records)
+        self._file.parent.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(self._file) + ".lock"):
+            records = _read(self._file) if self._file.exists() else []
+            key, record = _new_key(principal, {r.key_id for r in records})
+            _write(self._file, [*records, record])
         return key
+
+
+class DatabaseKeyStore(KeyStore):
+    """The keys of a PostgreSQL store, in its ``api_keys`` table (the module docstring).
+
+    Each check reads the key's row (one primary-key lookup on this object's own connection,
+    not the engine's, so a long write never holds a request's authentication), so a key
+    created by any process works everywhere at once. A database that cannot be reached is a
+    503 ``store_unavailable``, and the next check connects again."""
+
+    def __init__(self, uri: str):
+        try:
+            import psycopg  # noqa: F401 -- only to say clearly when it is missing
+        except ImportError as exc:
+            raise invalid("unsupported_store", f"store {redact_url(uri)!r}: PostgreSQL needs "
+                          "psycopg 3: pip install 'memory_core[postgres]'", "store") from exc
+        from memory_core.store.pg.db import PgDatabase
+
+        self._db = PgDatabase(uri)  # creates the store's tables, api_keys among them
+        self.path = f"the api_keys table of {self._db.path}"
+
+    def close(self) -> None:
+        self._db.close()
+
+    def records(self) -> list[KeyRecord]:
+        return [KeyRecord(*r) for r in self._db._query(
+            f"SELECT {_COLUMNS} FROM api_keys ORDER BY created_at, key_id")]
+
+    def _record(self, key_id: str) -> KeyRecord | None:
+        rows = self._db._query(f"SELECT {_COLUMNS} FROM api_keys WHERE key_id = ?", (key_id,))
+        return KeyRecord(*rows[0]) if rows else None
+
+    def create(self, principal: str) -> str:
+        """A new key for ``principal``, its record inserted in one transaction (under the
+        store's write lock, so two creators never pick one id); returns the key."""
+        check_principal(principal)
+        with self._db.transaction() as c:
+            taken = {r[0] for r in c.execute("SELECT key_id FROM api_keys").fetchall()}
+            key, record = _new_key(principal, taken)
+            c.execute(f"INSERT INTO api_keys({_COLUMNS}) VALUES (?, ?, ?, ?)",
+                      astuple(record))
+        return key
+
+
+_COLUMNS = "key_id, principal, sha256, created_at"  # api_keys' columns, KeyRecord's fields
+
+
+def _new_key(principal: str, taken: set[str]) -> tuple[str, KeyRecord]:
+    """A fresh key for ``principal`` whose id is not in ``taken``, and its record."""
+    key_id = secrets.token_hex(KEY_ID_HEX // 2)
+    while key_id in taken:
+        key_id = secrets.token_hex(KEY_ID_HEX // 2)
+    key = f"{KEY_PREFIX}_{key_id}_{secrets.token_urlsafe(SECRET_BYTES)}"
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return key, KeyRecord(key_id, principal, hash_key(key), now)
 
 
 def _read(path: Path) -> list[KeyRecord]:

@@ -1,8 +1,9 @@
 """``memory-core serve``: one uvicorn process serving one store (a directory, or a PostgreSQL
-database named by a ``postgresql://`` URI, its API keys then in the file ``--keys`` names).
+database named by a ``postgresql://`` URI, its API keys then in the database unless
+``--keys FILE`` names a file).
 
     memory-core serve --store ./mem [--host 127.0.0.1] [--port 8080]
-    memory-core serve --store postgresql://USER@HOST/DB --keys ./keys.json --port 8081
+    memory-core serve --store postgresql://USER@HOST/DB --port 8081
 
 One uvicorn worker a process; its engine serves requests side by side in worker threads
 (:class:`memory_core.service.shared.Gate`). A store directory is served by one process: the

@@ -58,22 +58,24 @@ class EntityQueries(Database):
         ``cap`` then says only "more than ``cap``" (a hub, which the callers skip), and a hub
         held by a million memories costs no more than one held by ``cap + 1``.
         """
-        limit = -1 if cap is None else max(0, math.floor(cap)) + 1  # LIMIT -1: no limit
+        d = self.dialect
+        limit = d.no_limit if cap is None else max(0, math.floor(cap)) + 1
+        tag = -1 if limit is None else limit  # the cache's key for "no limit"
         asked = sorted(set(keys))
         # counts move only when memories are added: kept until the store's stamp moves
         kept: dict[tuple[str, int, str], int] = self._stamped_cache("_entity_counts",
                                                                     ENTITY_COUNTS_KEPT)
-        missing = [k for k in asked if (space_id, limit, k) not in kept]
+        missing = [k for k in asked if (space_id, tag, k) not in kept]
         if missing:
             rows = self._query(
                 "SELECT k.value, (SELECT COUNT(*) FROM (SELECT 1 FROM memory_entities e "
-                "CROSS JOIN memories m ON m.rowid = e.memory_rowid "
-                "WHERE e.entity = k.value AND m.space_id = ? LIMIT ?)) AS n "
-                "FROM json_each(?) k", (space_id, limit, json.dumps(missing)))
+                f"{d.ordered_join} memories m ON m.rowid = e.memory_rowid "
+                "WHERE e.entity = k.value AND m.space_id = ? LIMIT ?) AS x) AS n "
+                f"FROM {d.json_rows.format('k')}", (space_id, limit, json.dumps(missing)))
             counted = {r[0]: int(r[1]) for r in rows}
             for k in missing:
-                kept[(space_id, limit, k)] = counted.get(k, 0)
-        return {k: n for k in asked if (n := kept[(space_id, limit, k)])}
+                kept[(space_id, tag, k)] = counted.get(k, 0)
+        return {k: n for k in asked if (n := kept[(space_id, tag, k)])}
 
     def sharing_entities(self, space_id: str, keys: Iterable[str],
                          flt: SqlFilter) -> list[tuple[int, str]]:
@@ -83,9 +85,10 @@ class EntityQueries(Database):
         Driven by the entity index like :meth:`entity_frequencies` (``CROSS JOIN`` keeps that
         order: left alone, SQLite walked every memory of the space, 115 ms at 100k memories
         against 8 ms for the same rows from the index)."""
+        d = self.dialect
         rows = self._query(
-            "SELECT e.memory_rowid, e.entity FROM memory_entities e CROSS JOIN memories m "
-            "ON m.rowid = e.memory_rowid WHERE e.entity IN (SELECT value FROM json_each(?)) "
+            f"SELECT e.memory_rowid, e.entity FROM memory_entities e {d.ordered_join} memories m "
+            f"ON m.rowid = e.memory_rowid WHERE e.entity IN ({d.json_texts}) "
             f"AND m.space_id = ? AND ({flt.where}) ORDER BY e.memory_rowid, e.entity",
             (json.dumps(sorted(set(keys))), space_id, *flt.params))
         return [(int(r[0]), r[1]) for r in rows]

@@ -70,46 +70,56 @@ class MemoryQueries(Database):
     """The batch write, and memories, passages, scopes, sources and signatures by row."""
 
     def insert_batch(self, items: Sequence[NewMemory]) -> list[int]:
-        """Insert memories (and their passages, tags, sources, full-text rows) in one
-        transaction."""
+        """Insert memories (and their passages, tags, sources, entities, scopes, vectors and,
+        where the database holds them, full-text rows) in one transaction.
+
+        The rows are numbered on from the store's newest, as an ``INTEGER PRIMARY KEY`` would
+        number them (rows are never deleted): the one numbering on both backends, which the
+        write lock ``transaction()`` holds makes safe across PostgreSQL's processes."""
         rowids: list[int] = []
         with self.transaction() as c:
+            row = c.execute("SELECT COALESCE(MAX(rowid), 0), (SELECT COALESCE(MAX(passage_id), "
+                            "0) FROM passages) FROM memories").fetchone()
+            next_row, next_passage = int(row[0]) + 1, int(row[1]) + 1
             previous_passage: int | None = None
             for it in items:
                 passage_id = previous_passage if it.shares_passage else it.passage_id
                 if it.passage is not None and not it.shares_passage:
-                    passage_id = _inserted(c.execute(
-                        "INSERT INTO passages(space_id, content, document_id) VALUES (?, ?, ?)",
-                        (it.space_id, it.passage, it.document_id)))
-                rowid = _inserted(c.execute(
-                    "INSERT INTO memories(space_id, content, content_hash, memory_type, passage_id,"
-                    " document_id, metadata, entities, timestamp, recorded_at, occurred_start,"
-                    " occurred_end, user_id, agent_id, session_id, minhash, timestamp_sent)"
-                    " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                    (it.space_id, it.content, it.content_hash, it.memory_type.value, passage_id,
-                     it.document_id, json.dumps(it.metadata, sort_keys=True),
+                    passage_id, next_passage = next_passage, next_passage + 1
+                    c.execute("INSERT INTO passages(passage_id, space_id, content, document_id)"
+                              " VALUES (?, ?, ?, ?)",
+                              (passage_id, it.space_id, it.passage, it.document_id))
+                rowid, next_row = next_row, next_row + 1
+                c.execute(
+                    "INSERT INTO memories(rowid, space_id, content, content_hash, memory_type, "
+                    "passage_id, document_id, metadata, entities, timestamp, recorded_at, "
+                    "occurred_start, occurred_end, user_id, agent_id, session_id, minhash, "
+                    "timestamp_sent) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    (rowid, it.space_id, it.content, it.content_hash, it.memory_type.value,
+                     passage_id, it.document_id, json.dumps(it.metadata, sort_keys=True),
                      json.dumps(list(it.entities)), it.timestamp, it.recorded_at,
                      it.occurred_start, it.occurred_end, it.user_id, it.agent_id, it.session_id,
-                     pack_minhash(it.minhash), it.timestamp_sent),
-                ))
+                     pack_minhash(it.minhash), it.timestamp_sent))
                 c.execute("INSERT INTO memory_vectors(rowid, embedding) VALUES (?, ?)",
                           (rowid, np.ascontiguousarray(it.embedding, dtype=np.float32).tobytes()))
-                c.execute("INSERT INTO memories_fts(rowid, content) VALUES (?, ?)",
-                          (rowid, it.content))
-                c.executemany("INSERT OR IGNORE INTO memory_tags VALUES (?, ?)",
+                if self.dialect.fulltext:
+                    c.execute("INSERT INTO memories_fts(rowid, content) VALUES (?, ?)",
+                              (rowid, it.content))
+                c.executemany("INSERT INTO memory_tags VALUES (?, ?) ON CONFLICT DO NOTHING",
                               [(rowid, t) for t in it.tags])
                 c.executemany("INSERT INTO memory_sources VALUES (?, ?, ?)",
                               [(rowid, s, i) for i, s in enumerate(it.source_rowids)])
-                c.executemany("INSERT OR IGNORE INTO memory_entities VALUES (?, ?)",
+                c.executemany("INSERT INTO memory_entities VALUES (?, ?) ON CONFLICT DO NOTHING",
                               [(rowid, entity_key(e)) for e in it.entities])
-                c.executemany("INSERT OR IGNORE INTO memory_scopes VALUES (?, ?)",
+                c.executemany("INSERT INTO memory_scopes VALUES (?, ?) ON CONFLICT DO NOTHING",
                               [(rowid, p) for p in it.scopes])
                 previous_passage = passage_id
                 rowids.append(rowid)
-            _refresh_turn_context(c, rowids)
+            if self.dialect.fulltext:
+                _refresh_turn_context(c, rowids)
             # every write moves its spaces' versions (what the response cache checks)
-            c.executemany("INSERT INTO space_versions VALUES (?, 1) ON CONFLICT(space_id) "
-                          "DO UPDATE SET version = version + 1",
+            c.executemany("INSERT INTO space_versions VALUES (?, 1) ON CONFLICT (space_id) "
+                          "DO UPDATE SET version = space_versions.version + 1",
                           [(sp,) for sp in dict.fromkeys(it.space_id for it in items)])
         return rowids
 
@@ -256,15 +266,6 @@ class MemoryQueries(Database):
             cache.clear()
         cache[space_id] = (stamp, n)
         return n
-
-
-def _inserted(cursor: sqlite3.Cursor) -> int:
-    """The row a one-row INSERT wrote. sqlite3 types ``lastrowid`` as ``int | None``; after an
-    INSERT that succeeded it is the new row, so None would be a broken invariant, raised."""
-    rowid = cursor.lastrowid
-    if rowid is None:
-        raise RuntimeError("sqlite3 gave no rowid for an INSERT that succeeded")
-    return rowid
 
 
 def _memory(row: sqlite3.Row, tags: list[str], sources: list[int]) -> Memory:

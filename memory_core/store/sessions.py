@@ -36,14 +36,13 @@ class SessionQueries(Database):
         fixed column list ending in ", ", or "")."""
         if '"' in key or "\\" in key:
             raise ValueError(f"metadata key may not hold quotes or backslashes: {key!r}")
-        path = f'$."{key}"'
+        path = self.dialect.key_param(key)
         out: list[tuple] = []
         for chunk in _chunks(sorted(set(rowids)), 500):
             marks = ",".join("?" * len(chunk))
             out += [(int(r[0]), *r[1:]) for r in self._query(
-                f"SELECT rowid, {columns}CASE WHEN json_type(metadata, ?) = 'text' "
-                f"THEN json_extract(metadata, ?) END FROM memories WHERE rowid IN ({marks})",
-                (path, path, *chunk))]
+                f"SELECT rowid, {columns}{self.dialect.metadata_text} FROM memories "
+                f"WHERE rowid IN ({marks})", (path, path, *chunk))]
         return out
 
     def replies(self, rowids: Iterable[int], role_key: str) -> dict[int, int]:
@@ -105,11 +104,12 @@ class SessionQueries(Database):
                 "AND memory_type = 'fact'", chunk)}
             keys.update((r, found.get(r)) for r in chunk)
         key_of = {r: k for r in wanted if (k := keys.get(r)) is not None}
+        same = self.dialect.same  # a NULL user or agent is one of its own (the cast: a type)
         for key in set(key_of.values()) - shapes.keys():
             shapes[key] = tuple((int(r[0]), int(r[1])) for r in self._query(
                 "SELECT rowid, length(content) FROM memories WHERE space_id = ? AND session_id = ? "
-                "AND memory_type = 'fact' AND user_id IS ? AND agent_id IS ? "
-                "ORDER BY timestamp, rowid", key))
+                f"AND memory_type = 'fact' AND user_id {same} CAST(? AS TEXT) "
+                f"AND agent_id {same} CAST(? AS TEXT) ORDER BY timestamp, rowid", key))
         return key_of, {k: shapes[k] for k in set(key_of.values())}
 
     def turn_context(self, rowid: int) -> str | None:

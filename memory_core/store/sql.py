@@ -28,6 +28,8 @@ class Dialect:
         ("instr(q.content, '?') > 0", 'IS NOT DISTINCT FROM')
         >>> SQLITE.key_param("role"), POSTGRES.key_param("role")
         ('$."role"', 'role')
+        >>> POSTGRES.json_rows.format("k"), SQLITE.ordered_join, POSTGRES.no_limit
+        ('jsonb_array_elements_text(CAST(? AS jsonb)) AS k(value)', 'CROSS JOIN', None)
     """
 
     name: str
@@ -38,18 +40,35 @@ class Dialect:
     # (the bound value is :meth:`key_param`)
     roleless: str
     key_path: bool  # whether the bound key is a JSON path (``$."key"``) or the bare key
+    # ``metadata``'s string at the key bound to both ``?`` (each bound :meth:`key_param`),
+    # NULL when absent or not a string
+    metadata_text: str
+    json_rows: str  # ``{}`` the alias: the JSON array bound to its ``?`` as rows of ``value``
+    # a join whose left table drives (SQLite plans ``CROSS JOIN`` in the written order;
+    # PostgreSQL refuses ``CROSS JOIN ... ON`` and plans a plain join by itself)
+    ordered_join: str
+    no_limit: int | None  # the ``LIMIT`` value that means no limit
+    # whether the database holds the full-text tables (FTS5), written with each batch; the
+    # PostgreSQL store's keyword index is a process-local mirror built from the rows
+    fulltext: bool
 
     def key_param(self, key: str) -> str:
-        """The parameter :attr:`roleless` binds for metadata ``key`` (no quotes in it)."""
+        """The parameter :attr:`roleless` and :attr:`metadata_text` bind for metadata ``key``
+        (no quotes in it)."""
         return f'$."{key}"' if self.key_path else key
 
 
 SQLITE = Dialect("sqlite", "SELECT value FROM json_each(?)", "IS",
                  "instr({}.content, '?') > 0",
-                 "COALESCE(json_type({}.metadata, ?), '') != 'text'", True)
+                 "COALESCE(json_type({}.metadata, ?), '') != 'text'", True,
+                 "CASE WHEN json_type(metadata, ?) = 'text' THEN json_extract(metadata, ?) END",
+                 "json_each(?) AS {}", "CROSS JOIN", -1, True)
 POSTGRES = Dialect("postgresql", "SELECT jsonb_array_elements_text(CAST(? AS jsonb))",
                    "IS NOT DISTINCT FROM", "strpos({}.content, chr(63)) > 0",
                    "COALESCE(jsonb_typeof(CAST({}.metadata AS jsonb) -> ?), '') != 'string'",
+                   False, "CASE WHEN jsonb_typeof(CAST(metadata AS jsonb) -> ?) = 'string' "
+                   "THEN CAST(metadata AS jsonb) ->> ? END",
+                   "jsonb_array_elements_text(CAST(? AS jsonb)) AS {}(value)", "JOIN", None,
                    False)
 
 TRUE = "1 = 1"  # the trivial predicate, a boolean in both databases (PostgreSQL refuses "1")

@@ -1,5 +1,6 @@
 """Two ``memory-core serve`` processes over one PostgreSQL database (issue 35), each a real
-uvicorn process on its own port, sharing one keys file.
+uvicorn process on its own port, sharing the database's API keys (``api_keys``), made by
+``memory-core keys create --store postgresql://...``.
 
 The rule tested (docs/engine.md, "Storage"): a write acknowledged by one process is read by
 the next request to the other, whatever it reads through (keyword, vector, hybrid, by id), and
@@ -8,25 +9,38 @@ writes through both lose nothing and number each memory once."""
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 
 import pytest
 
-from benchmarks.live_service import LiveService, start_service
+from benchmarks.live_service import ROOT, LiveService, start_service
 
 pytestmark = [pytest.mark.postgres, pytest.mark.service]
+
+
+def create_key(store: str, principal: str) -> str:
+    """``memory-core keys create --store URI --principal NAME`` in its own process (no
+    ``--keys``): the key, stdout's last line."""
+    done = subprocess.run([sys.executable, "-m", "memory_core.cli", "keys", "create",
+                           "--store", store, "--principal", principal],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "api_keys table" in done.stderr
+    return done.stdout.strip().splitlines()[-1]
 
 
 @pytest.fixture(scope="module")
 def pair(pg_server, tmp_path_factory) -> Iterator[tuple[LiveService, LiveService]]:
     uri = pg_server.fresh_database()
     tmp = tmp_path_factory.mktemp("svc-pg")
-    keys = tmp / "keys.json"
     try:
-        with start_service(tmp, ("alice", "bob"), store=uri, keys_file=keys) as a, \
-                start_service(tmp, (), store=uri, keys_file=keys) as b:
-            b.keys.update(a.keys)
+        keys = {p: create_key(uri, p) for p in ("alice", "bob")}
+        with start_service(tmp, (), store=uri) as a, start_service(tmp, (), store=uri) as b:
+            a.keys.update(keys)
+            b.keys.update(keys)
             with a.client("alice") as c:
                 assert c.post("/v1/spaces", json={
                     "space_id": "pay", "description": "Payments team",
@@ -68,6 +82,21 @@ def test_an_answer_cached_by_one_is_not_served_after_a_write_through_the_other(p
         after = cb.post("/v1/retrieve", json=query).json()
         assert after["tier"] != "cache"
         assert [h["memory_id"] for h in after["results"]] == w.json()["memory_ids"]
+
+
+def test_a_key_created_while_both_serve_is_accepted_by_both_at_once(pair):
+    a, b = pair
+    carol = create_key(a.store, "carol")
+    assert not (ROOT / "keys.json").exists()  # nothing went to a file
+    for svc in pair:
+        svc.keys["carol"] = carol
+        with svc.client("carol") as c:
+            r = c.get("/v1/spaces")
+            assert r.status_code == 200 and r.json()["spaces"] == []  # a member of none
+        with svc.client() as c:
+            forged = carol[:-1] + ("x" if carol[-1] != "x" else "y")
+            wrong = c.get("/v1/spaces", headers={"Authorization": f"Bearer {forged}"})
+            assert wrong.status_code == 401 and wrong.json()["reason"] == "invalid_key"
 
 
 def test_a_refused_write_stores_nothing_on_either(pair):
@@ -144,7 +173,7 @@ def test_a_stopped_database_is_503_store_unavailable_and_the_service_recovers(tm
                 server = get_server(data, cleanup_mode="delete")
             r = c.post("/v1/retrieve", json={"query": "outage", "space_id": "s",
                                              "channels": "bm25"})
-            assert r.status_code == 200
+            assert r.status_code == 200, r.text + svc.log_text()[-3000:]
             assert [h["content"] for h in r.json()["results"]] == ["before the outage"]
     finally:
         server.cleanup()

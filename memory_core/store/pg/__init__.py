@@ -9,8 +9,6 @@ only then (the ``postgres`` extra). The same behaviour as SQLite, module by modu
 ``schema``     the tables in PostgreSQL's types (text in the ``"C"`` collation: SQLite's order)
 ``db``         ``PgDatabase``: the connection, its lock, write transactions under the store's
                advisory lock, ``REPEATABLE READ`` snapshots, 503 ``store_unavailable``
-``queries``    the batch write and the reads PostgreSQL spells differently (null-safe ``IS``,
-               JSON functions); every other query is the SQLite mix-ins' SQL, unchanged
 ``fulltext``   stored vectors, eligibility, and BM25 from a process-local FTS5 mirror of the
                database's rows (FTS5's scores exactly; the filter always runs in PostgreSQL)
 ``vectors``    pgvector: the dense channel's HNSW index inside the database, a checked copy of
@@ -19,29 +17,32 @@ only then (the ``postgres`` extra). The same behaviour as SQLite, module by modu
 ``local``      ``python -m memory_core.store.pg.local DIR``: a local server (``make serve-pg``)
 ============== ==============================================================================
 
-Not yet (issue 35's later steps): API keys in the database (a database store's service keeps
-them in the file ``--keys`` names).
+The service's API keys live in the ``api_keys`` table (:mod:`memory_core.service.keys`).
+Dense search is the process-local faiss index built from the vectors stored here, or, with
+``channels.dense_index=pgvector``, an HNSW index inside the database (:mod:`.vectors`).
 """
 
 from __future__ import annotations
 
 from memory_core.store.contract import StoreBackend
+from memory_core.store.entities import EntityQueries
+from memory_core.store.memories import MemoryQueries
 from memory_core.store.pg.fulltext import PgSearch
-from memory_core.store.pg.queries import PgEntityQueries, PgMemoryQueries, PgSessionQueries
 from memory_core.store.pg.vectors import PgVectors
 from memory_core.store.receipts import ReceiptQueries
+from memory_core.store.sessions import SessionQueries
 from memory_core.store.spaces import SpaceQueries
 from memory_core.store.sql import POSTGRES, Dialect
 
 __all__ = ["PgStore"]
 
 
-class PgStore(PgVectors, PgSearch, PgMemoryQueries, PgSessionQueries, PgEntityQueries,
-              SpaceQueries, ReceiptQueries):
-    """The PostgreSQL store: SQLite's query mix-ins over :class:`~.db.PgDatabase`, with the
-    PostgreSQL spellings of :mod:`.queries` and the search of :mod:`.fulltext` first in the
-    method order (``tests/memory_core/store/test_pg_store.py`` lists the SQLite methods it
-    runs unchanged, each reviewed for PostgreSQL)."""
+class PgStore(PgVectors, PgSearch, MemoryQueries, SessionQueries, EntityQueries, SpaceQueries,
+              ReceiptQueries):
+    """The PostgreSQL store: SQLite's query mix-ins over :class:`~.db.PgDatabase`, written
+    with PostgreSQL's :class:`~memory_core.store.sql.Dialect`, and the search of
+    :mod:`.fulltext` first in the method order (``tests/memory_core/store/test_pg_store.py``
+    lists the mix-ins' methods it runs, each reviewed for PostgreSQL)."""
 
     dialect: Dialect = POSTGRES  # what the filter compiler writes for (store/sql.py)
 

@@ -4,7 +4,7 @@
 the same query mix-ins: it declares the same ``_query``, ``transaction()`` and
 ``read_snapshot()``, so the mix-ins' SQL (written in what both databases accept, with ``?``
 placeholders, bound here as ``%s``) runs unchanged; what PostgreSQL spells differently is
-overridden in :mod:`memory_core.store.pg.queries`.
+the store's :class:`~memory_core.store.sql.Dialect`.
 
 - One connection behind one lock per store object (as SQLite's); a write is one transaction
   holding the store's advisory write lock (:data:`~.schema.WRITE_LOCK`), so writers of every
@@ -18,6 +18,7 @@ overridden in :mod:`memory_core.store.pg.queries`.
 
 from __future__ import annotations
 
+import select
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -30,6 +31,13 @@ from memory_core.store.pg.schema import SCHEMA, SCHEMA_VERSION, WRITE_LOCK
 
 
 _IDLE = 0  # psycopg.pq.TransactionStatus.IDLE: no transaction open on the connection
+
+
+def _has_input(fd: int) -> bool:
+    """Whether the socket ``fd`` has bytes (or an end) to read, without waiting."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(0))
 
 
 class PgRow(tuple):
@@ -115,7 +123,14 @@ class PgDatabase(Database):
                                      f"this version of memory_core reads ({SCHEMA_VERSION})")
 
     def _connection(self) -> Any:
-        """The open connection, connecting (again) when there is none or it was lost."""
+        """The open connection, connecting (again) when there is none or it was lost. An idle
+        connection the server has spoken on unasked is one it ended (a restart while this
+        store was idle): it is dropped here, so the next statement runs on a new one instead
+        of failing with 503 after the server is back."""
+        conn = self._conn
+        if conn is not None and not (conn.closed or conn.broken) \
+                and conn.info.transaction_status == _IDLE and _has_input(conn.fileno()):
+            conn.close()
         if self._conn is None or self._conn.closed or self._conn.broken:
             import psycopg  # lazily: only PostgreSQL stores need it
 

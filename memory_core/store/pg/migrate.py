@@ -7,15 +7,18 @@ retrieval on the copy gives the same ids and scores (``tests/memory_core/store/
 test_pg_migrate.py``). The full-text tables are not copied: the PostgreSQL store's keyword
 index is built from the memories' text (:mod:`memory_core.store.pg.fulltext`). The copy is
 one transaction: it lands whole or not at all. A target that already holds spaces or
-memories is refused (422 ``target_not_empty``), so nothing is merged by accident. API keys
-(``keys.json`` of the store directory) are not in the database: the command copies that
-file to the ``--keys`` file it is given.
+memories is refused (422 ``target_not_empty``), so nothing is merged by accident. The API
+keys (``keys.json`` of the store directory, read by the command) go into the database's
+``api_keys`` table in the same transaction, hashed as they were, so every key of the
+directory's service works on the database's; a key the target already holds as it is stays,
+a key id the target holds for another key is refused (422 ``target_not_empty``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from memory_core.errors import invalid, not_found
 from memory_core.store import Store
@@ -39,10 +42,15 @@ TABLES: tuple[tuple[str, str, str], ...] = (
 CHUNK = 5_000  # rows read and written per statement batch
 
 
+KEY_COLUMNS = "key_id, principal, sha256, created_at"  # api_keys (service.keys.KeyRecord)
+
+
 def migrate(source: str | Path, target: str,
-            progress: Callable[[str, int], None] | None = None) -> dict[str, int]:
+            progress: Callable[[str, int], None] | None = None,
+            keys: Sequence[tuple[str, str, str, str]] = ()) -> dict[str, int]:
     """Copy the store directory ``source`` into the PostgreSQL database ``target`` (see the
-    module); returns the rows copied per table. ``progress(table, rows)`` after each table."""
+    module), with the API key records ``keys`` (``(key_id, principal, sha256, created_at)``);
+    returns the rows copied per table. ``progress(table, rows)`` after each table."""
     path = Path(source) / "memory.sqlite"
     if not path.is_file():
         raise not_found("store", str(source))
@@ -72,7 +80,24 @@ def migrate(source: str | Path, target: str,
             for key, value in src._query("SELECT key, value FROM meta WHERE key != "
                                          "'schema_version' ORDER BY key"):
                 c.execute("INSERT INTO meta(key, value) VALUES (?, ?)", (key, value))
+            counts["api_keys"] = _copy_keys(c, keys)
+            if progress is not None:
+                progress("api_keys", counts["api_keys"])
         return counts
     finally:
         src.close()
         dst.close()
+
+
+def _copy_keys(c: Any, keys: Sequence[tuple[str, str, str, str]]) -> int:
+    """Insert the key records the target does not hold yet; how many were inserted. A key id
+    the target holds for another key refuses the whole copy (the transaction rolls back)."""
+    held = {r[0]: tuple(r) for r in c.execute(f"SELECT {KEY_COLUMNS} FROM api_keys")}
+    new = [tuple(k) for k in keys if k[0] not in held]
+    clash = sorted(k[0] for k in keys if k[0] in held and held[k[0]][:3] != tuple(k)[:3])
+    if clash:
+        raise invalid("target_not_empty", f"the target's api_keys hold key id(s) "
+                      f"{', '.join(clash)} for other keys than the directory's: nothing "
+                      "copied", "to")
+    c.executemany(f"INSERT INTO api_keys({KEY_COLUMNS}) VALUES (?, ?, ?, ?)", new)
+    return len(new)

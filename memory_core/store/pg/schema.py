@@ -96,4 +96,11 @@ CREATE TABLE IF NOT EXISTS receipts (
     created_at {_T} NOT NULL,
     body TEXT NOT NULL
 );
+-- the service's API keys, hashed (a store directory's keys.json): memory_core.service.keys
+CREATE TABLE IF NOT EXISTS api_keys (
+    key_id {_T} PRIMARY KEY,
+    principal {_T} NOT NULL,
+    sha256 {_T} NOT NULL,
+    created_at {_T} NOT NULL
+);
 """

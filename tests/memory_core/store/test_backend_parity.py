@@ -1,11 +1,15 @@
 """Issue 35's parity bar: the same writes on SQLite and on PostgreSQL give, in fast mode, the
 same ranked ids and scores equal within 1e-6, for every query of a synthetic world, with the
 request filter (tags, tag groups, labels, scope, lens, time windows, ``as_of``) compiled into
-each backend's SQL, on both keyword paths (FTS5 statements and the in-memory postings)."""
+each backend's SQL, on both keyword paths (FTS5 statements and the in-memory postings); and
+for every question of one LoCoMo conversation, written as the ``locomo`` experiment writes it.
+"""
 
 from __future__ import annotations
 
 import dataclasses
+import os
+from pathlib import Path
 
 import pytest
 
@@ -103,3 +107,79 @@ def test_keyword_scores_are_fts5_numbers_on_postgres(tmp_path, pg_uri, hash_embe
     finally:
         lite.close()
         pg.close()
+
+
+# -- one LoCoMo conversation ----------------------------------------------------------------
+# read at import, before the session fixture points MEMORY_CORE_CACHE at an empty directory
+_CACHE = os.environ.get("MEMORY_CORE_CACHE")
+LOCOMO_CONVERSATION = "conv-30"  # the shortest: 105 questions, 538 turns and observations
+
+
+class _CacheOnly:
+    """The packaged MiniLM's identity with no model behind it: wrapped in the on-disk
+    embedding cache, it gives the vectors the cache holds and refuses to embed anything."""
+
+    dim = 384
+
+    def __init__(self) -> None:
+        from memory_core.config import EmbedSpec
+        from memory_core.embed import SentenceTransformerEmbedder
+
+        self._identity = SentenceTransformerEmbedder(EmbedSpec()).identity()  # hashes files
+
+    def identity(self) -> dict[str, str]:
+        return self._identity
+
+    def embed(self, texts):
+        raise LookupError(f"{len(texts)} text(s) not in the embedding cache")
+
+
+def _locomo_embedder(texts: list[str], hash_embedder):
+    """The real MiniLM vectors when the embedding cache (``$MEMORY_CORE_CACHE`` as the run
+    set it) holds every text, else the hash embedder; and which it is."""
+    from memory_core.embed import CachedEmbedder
+
+    if _CACHE:
+        cached = CachedEmbedder(_CacheOnly(), Path(_CACHE).expanduser() / "embeddings")
+        try:
+            cached.embed(texts)
+            return cached, "MiniLM vectors from the embedding cache"
+        except LookupError:
+            pass
+    return hash_embedder, "hash embedder (no embedding cache holds this conversation)"
+
+
+def test_one_locomo_conversation_ranks_alike_on_both_backends(tmp_path, pg_uri, hash_embedder,
+                                                             record_property):
+    from experiments.data.files import DATA_DIR_ENV
+    from experiments.data.locomo import LOCOMO_FILE, load_locomo
+
+    root = os.environ.get(DATA_DIR_ENV)
+    if not root or not (Path(root) / LOCOMO_FILE).is_file():
+        pytest.skip(f"LoCoMo not found: set {DATA_DIR_ENV} (datasets/locomo.md)")
+    ds = load_locomo(Path(root), conversations=[LOCOMO_CONVERSATION])
+    embedder, which = _locomo_embedder(
+        [m.content for m in ds.memories] + [q.text for q in ds.queries], hash_embedder)
+    record_property("embedder", which)
+    print(f"LoCoMo parity on {LOCOMO_CONVERSATION}: {which}")
+    engines = []
+    try:
+        for where in (str(tmp_path / "store"), pg_uri):
+            engines.append(MemoryEngine.open(where, embedder=embedder))
+            ingest(engines[-1], ds, progress=False)  # as the locomo experiment writes it
+        lite, pg = engines
+        assert lite.count_memories() == pg.count_memories() == len(ds.memories)
+        for q in ds.queries:
+            body = {"query": q.text, "space_id": q.gold_space, "mode": "fast", "limit": 10}
+            if q.query_timestamp:
+                body["query_timestamp"] = q.query_timestamp
+            a, b = lite.retrieve(dict(body)), pg.retrieve(dict(body))
+            assert [r.memory_id for r in a.results] == [r.memory_id for r in b.results], q.text
+            assert len(a.results) == 10
+            for x, y in zip(a.results, b.results, strict=True):
+                assert abs(x.relevance_score - y.relevance_score) <= 1e-6, q.text
+                same = {"relevance_score": x.relevance_score, "recorded_at": x.recorded_at}
+                assert x.to_dict() == {**y.to_dict(), **same}  # written at other instants
+    finally:
+        for e in engines:
+            e.close()

@@ -5,6 +5,7 @@ that is not empty is refused and left as it was."""
 from __future__ import annotations
 
 import json
+from dataclasses import astuple
 
 import pytest
 
@@ -29,12 +30,21 @@ def test_the_copy_reads_like_the_original(tmp_path, pg_uri, hash_embedder, capsy
              "scopes": ["org/acme"], "session_id": "c1"},
             {"content": "A long passage. " * 40, "document_id": "doc-1"}])
         receipt = eng.retrieve(query="pnpm", space_id="payments", receipt=True).receipt_id
-    KeyStore.for_store(src).create("alice")
+    alice = KeyStore.for_store(src).create("alice")
+    bob = KeyStore.for_store(src).create("bob")
     keys = tmp_path / "copied-keys.json"
     assert main(["migrate", "--from", str(src), "--to", pg_uri, "--keys", str(keys)]) == 0
     out = capsys.readouterr()
-    assert "memories:" in out.err and out.out.startswith("copied ")
+    assert "memories:" in out.err and "api_keys: 2 rows" in out.err
+    assert out.out.startswith("copied ") and "2 API keys" in out.out
     assert json.loads(keys.read_text()) == json.loads((src / "keys.json").read_text())
+    table = KeyStore.for_store(pg_uri)  # the keys came along, hashed as they were
+    try:
+        assert (table.principal_of(alice), table.principal_of(bob)) == ("alice", "bob")
+        assert sorted(map(astuple, table.records())) == sorted(
+            map(astuple, KeyStore.for_store(src).records()))
+    finally:
+        table.close()
 
     lite = MemoryEngine.open(src, embedder=hash_embedder)
     pg = MemoryEngine.open(pg_uri, embedder=hash_embedder)
@@ -74,3 +84,33 @@ def test_a_target_that_is_not_empty_is_refused_unchanged(tmp_path, pg_uri, hash_
         assert pg.count_memories() == 1
     assert main(["migrate", "--from", str(tmp_path / "nowhere"), "--to", pg_uri]) == 1
     assert main(["migrate", "--from", str(src), "--to", str(tmp_path / "dir")]) == 2
+
+
+def test_keys_copy_beside_the_targets_own_and_a_clash_refuses_the_copy(tmp_path, pg_uri,
+                                                                      hash_embedder, capsys):
+    """A key created on the database before the copy stays and the directory's join it; a key
+    id the target holds for another key refuses the whole copy, keys and memories alike."""
+    from memory_core.store.pg.migrate import migrate
+
+    src = tmp_path / "store"
+    with MemoryEngine.open(src, embedder=hash_embedder) as eng:
+        eng.create_space("s")
+        eng.write("s", "from the directory")
+    table = KeyStore.for_store(pg_uri)
+    try:
+        own = table.create("carol")
+        record = KeyStore.for_store(src).records()  # no file yet: none
+        assert record == []
+        alice = KeyStore.for_store(src).create("alice")
+        (mine,) = KeyStore.for_store(src).records()
+        clash = (table.records()[0].key_id, "mallory", mine.sha256, mine.created_at)
+        with pytest.raises(Exception, match="target_not_empty"):
+            migrate(src, pg_uri, keys=[clash])
+        assert table.records()[0].principal == "carol" and len(table.records()) == 1
+        with MemoryEngine.open(pg_uri, embedder=hash_embedder) as pg:
+            assert pg.count_memories() == 0  # the copy rolled back whole
+        assert main(["migrate", "--from", str(src), "--to", pg_uri]) == 0
+        assert "1 API keys" in capsys.readouterr().out
+        assert (table.principal_of(own), table.principal_of(alice)) == ("carol", "alice")
+    finally:
+        table.close()

@@ -120,10 +120,18 @@ def test_a_stopped_server_is_503_then_recovers_without_reopening(hash_embedder):
             assert (err.value.status, err.value.code.value) == (503, "store_unavailable")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            server = pgserver.get_server(data, cleanup_mode="delete")
+            server = pgserver.get_server(data, cleanup_mode="stop")
         got = eng.retrieve(query="outage", space_id="s", mode="fast").results
         assert [r.content for r in got] == ["before the outage"]
         assert eng.count_memories("s") == 1
+        # restarted while the engine is idle: its connection is found ended before the next
+        # statement, which runs on a new one (no 503 once the server is back)
+        server.cleanup()  # stops it again
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            server = pgserver.get_server(data, cleanup_mode="delete")
+        assert eng.write("s", "after the restart").startswith("mem_")
+        assert eng.count_memories("s") == 2
     finally:
         eng.close()
         server.cleanup()
@@ -149,18 +157,18 @@ def test_close_releases_the_connection(pg_uri):
     assert sessions() == 0
 
 
-# the SQLite query mix-ins' methods PgStore runs unchanged: each one's SQL was read for
-# PostgreSQL (portable, placeholders only). A new SQLite method joins this list only once it
-# has been read too (or the PostgreSQL spelling goes to store/pg/queries.py).
+# the query mix-ins' methods PgStore runs: each one's SQL was read for PostgreSQL (portable,
+# placeholders only, what differs from the store's Dialect). A new method joins this list
+# only once it has been read too (and a spelling that differs goes to store/sql.py's Dialect).
 REVIEWED_SQLITE_METHODS = {
-    "_build_memories", "_grouped", "_holdings", "_newest_row", "_stamped_cache", "count_memories",
-    "eligible_rowids", "entity_keys", "get_memories", "get_meta", "get_receipt", "get_space",
-    "holds_sources", "insert_space", "list_receipts", "list_spaces", "metadata_texts",
-    "minhashes", "notes_of", "passage_size", "passages", "read_scope", "recent_in_session",
-    "replies", "save_receipt",
-    "scopes_of", "section_siblings", "session_neighbours", "session_scopes", "space_rowids",
-    "space_stamp", "space_version", "store_stamp", "tag_vocabulary", "turn_attributes",
-    "versions"}
+    "_build_memories", "_grouped", "_holdings", "_newest_row", "_stamped_cache",
+    "_with_metadata", "count_memories", "eligible_rowids", "entity_frequencies", "entity_keys",
+    "get_memories", "get_meta", "get_receipt", "get_space", "holds_sources", "insert_batch",
+    "insert_space", "list_receipts", "list_spaces", "metadata_texts", "minhashes", "notes_of",
+    "passage_size", "passages", "read_scope", "recent_in_session", "replies", "save_receipt",
+    "scopes_of", "section_siblings", "session_lengths", "session_neighbours", "session_scopes",
+    "sharing_entities", "space_rowids", "space_stamp", "space_version", "store_stamp",
+    "tag_vocabulary", "turn_attributes", "versions"}
 
 
 def test_every_sqlite_method_postgres_runs_unchanged_was_reviewed():
@@ -237,12 +245,53 @@ def test_replies_pair_the_same_turns_on_both_backends(pg_uri, hash_embedder, tmp
         {"content": "A question with no session?"},
     ]
     found = []
+    for store, rowids in _on_both_backends(turns, pg_uri, tmp_path, hash_embedder):
+        got = store.replies(rowids, "role")
+        found.append({rowids.index(q): rowids.index(r) for q, r in got.items()})
+    assert found[0] == found[1] == {0: 1, 4: 5}
+
+
+def _on_both_backends(turns, pg_uri, tmp_path, hash_embedder):
+    """``(store, rowids)`` of ``turns`` written a minute apart into space ``r``, on SQLite,
+    then on PostgreSQL (each engine open while its store is read)."""
     for where in (tmp_path / "sqlite", pg_uri):
         with MemoryEngine.open(where, embedder=hash_embedder) as eng:
             eng.create_space("r")
             ids = eng.write_many("r", [{**t, "timestamp": f"2024-06-15T10:0{i}:00Z"}
                                        for i, t in enumerate(turns)])
-            rowids = [int(m.removeprefix("mem_")) for m in ids]
-            got = eng.store.replies(rowids, "role")
-            found.append({rowids.index(q): rowids.index(r) for q, r in got.items()})
-    assert found[0] == found[1] == {0: 1, 4: 5}
+            yield eng.store, [int(m.removeprefix("mem_")) for m in ids]
+
+
+def test_the_dialect_queries_answer_alike_on_both_backends(pg_uri, hash_embedder, tmp_path):
+    """``session_lengths``, the metadata reads, ``entity_frequencies`` and
+    ``sharing_entities`` are one query each, written with the store's dialect (null-safe
+    equality, a string at a metadata key, JSON rows, the driving join, no limit): both
+    backends give the same rows, NULL users and agents grouped as one session's."""
+    from memory_core.store.sql import SqlFilter
+
+    turns = [
+        {"content": "Alice met Bob.", "session_id": "s1", "metadata": {"speaker": "Ann"}},
+        {"content": "Bob agreed with Alice.", "session_id": "s1",
+         "metadata": {"speaker": 3}},
+        {"content": "Alice left.", "session_id": "s1", "user_id": "u1"},
+        {"content": "Carol arrived.", "session_id": "s2",
+         "metadata": {"speaker": "Cy"}},
+        {"content": "No session here, Alice."},
+    ]
+    found = []
+    keys = ["alice", "bob", "carol", "nobody"]
+    for s, rows in _on_both_backends(turns, pg_uri, tmp_path, hash_embedder):
+        found.append((rows, s.session_lengths(rows), s.turn_attributes(rows, "speaker"),
+                      s.metadata_texts(rows, "speaker"), s.entity_frequencies("r", keys),
+                      s.entity_frequencies("r", keys, cap=1.5),
+                      s.sharing_entities("r", keys, SqlFilter()),
+                      s.sharing_entities("r", keys, SqlFilter("m.user_id = ?", ("u1",)))))
+    assert found[0] == found[1]
+    rows, (key_of, shapes), attrs, texts, counts, capped, sharing, u1 = found[0]
+    assert rows == [1, 2, 3, 4, 5]
+    assert key_of[1] == key_of[2] == ("r", "s1", None, None) != key_of[3] and 5 not in key_of
+    assert shapes[("r", "s1", None, None)] == ((1, 14), (2, 22))
+    assert attrs[1] == ("s1", "Ann") and attrs[2] == ("s1", None) and texts[4] == "Cy"
+    assert counts == {"alice": 4, "bob": 1} and capped == {"alice": 2, "bob": 1}  # 2: "> 1.5"
+    assert sharing == [(1, "alice"), (1, "bob"), (2, "alice"), (3, "alice"), (5, "alice")]
+    assert u1 == [(3, "alice")]
