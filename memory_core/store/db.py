@@ -156,6 +156,11 @@ class Database:
             held = where.value = self._newest_row()
         return held
 
+    def _added(self, newest: int) -> None:
+        """After a batch of memories committed, ``newest`` its last row: nothing to do here
+        (SQLite's statements name their join order; PostgreSQL's store refreshes its
+        planner's statistics)."""
+
     def _newest_row(self) -> int:
         return int(self._query("SELECT COALESCE(MAX(rowid), 0) FROM memories")[0][0])
 

@@ -87,8 +87,8 @@ class EntityQueries(Database):
         against 8 ms for the same rows from the index)."""
         d = self.dialect
         rows = self._query(
-            f"SELECT e.memory_rowid, e.entity FROM memory_entities e {d.ordered_join} memories m "
-            f"ON m.rowid = e.memory_rowid WHERE e.entity IN ({d.json_texts}) "
-            f"AND m.space_id = ? AND ({flt.where}) ORDER BY e.memory_rowid, e.entity",
+            f"SELECT e.memory_rowid, e.entity FROM {d.entity_rows} {d.ordered_join} memories m "
+            f"ON m.rowid = e.memory_rowid WHERE m.space_id = ? AND ({flt.where}) "
+            "ORDER BY e.memory_rowid, e.entity",
             (json.dumps(sorted(set(keys))), space_id, *flt.params))
         return [(int(r[0]), r[1]) for r in rows]

@@ -121,6 +121,7 @@ class MemoryQueries(Database):
             c.executemany("INSERT INTO space_versions VALUES (?, 1) ON CONFLICT (space_id) "
                           "DO UPDATE SET version = space_versions.version + 1",
                           [(sp,) for sp in dict.fromkeys(it.space_id for it in items)])
+        self._added(rowids[-1] if rowids else 0)
         return rowids
 
     def get_memories(self, rowids: Iterable[int]) -> dict[int, Memory]:

@@ -51,6 +51,11 @@ class Dialect:
     # whether the database holds the full-text tables (FTS5), written with each batch; the
     # PostgreSQL store's keyword index is a process-local mirror built from the rows
     fulltext: bool
+    # ``memory_entities`` rows aliased ``e`` (``memory_rowid``, ``entity``) holding a text of
+    # the JSON array bound to its ``?``, read key by key from the entity index (PostgreSQL
+    # planned the plain ``IN`` as if the array held 100 keys and hashed every memory of the
+    # space: 9.8 ms against 0.6 at 30k memories)
+    entity_rows: str
 
     def key_param(self, key: str) -> str:
         """The parameter :attr:`roleless` and :attr:`metadata_text` bind for metadata ``key``
@@ -62,14 +67,18 @@ SQLITE = Dialect("sqlite", "SELECT value FROM json_each(?)", "IS",
                  "instr({}.content, '?') > 0",
                  "COALESCE(json_type({}.metadata, ?), '') != 'text'", True,
                  "CASE WHEN json_type(metadata, ?) = 'text' THEN json_extract(metadata, ?) END",
-                 "json_each(?) AS {}", "CROSS JOIN", -1, True)
+                 "json_each(?) AS {}", "CROSS JOIN", -1, True,
+                 "(SELECT e.memory_rowid, e.entity FROM memory_entities e "
+                 "WHERE e.entity IN (SELECT value FROM json_each(?))) AS e")
 POSTGRES = Dialect("postgresql", "SELECT jsonb_array_elements_text(CAST(? AS jsonb))",
                    "IS NOT DISTINCT FROM", "strpos({}.content, chr(63)) > 0",
                    "COALESCE(jsonb_typeof(CAST({}.metadata AS jsonb) -> ?), '') != 'string'",
                    False, "CASE WHEN jsonb_typeof(CAST(metadata AS jsonb) -> ?) = 'string' "
                    "THEN CAST(metadata AS jsonb) ->> ? END",
                    "jsonb_array_elements_text(CAST(? AS jsonb)) AS {}(value)", "JOIN", None,
-                   False)
+                   False, "jsonb_array_elements_text(CAST(? AS jsonb)) AS k(value) "
+                   "CROSS JOIN LATERAL (SELECT memory_rowid, entity FROM memory_entities "
+                   "WHERE entity = k.value OFFSET 0) AS e")
 
 TRUE = "1 = 1"  # the trivial predicate, a boolean in both databases (PostgreSQL refuses "1")
 

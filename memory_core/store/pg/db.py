@@ -91,6 +91,11 @@ class _Tx:
                 cur.executemany(bind(sql), [tuple(r) for r in rows])
 
 
+# the tables whose row counts the planner weighs in the read path's joins
+ANALYZED = "memories, memory_entities, memory_tags, memory_scopes, memory_sources"
+ANALYZE_MIN_ROWS = 1_000
+
+
 class PgDatabase(Database):
     """One psycopg connection behind one lock; every batch write is one transaction."""
 
@@ -100,6 +105,7 @@ class PgDatabase(Database):
         self._lock = threading.RLock()
         self._writing = False
         self._snapshot_stamp = threading.local()
+        self._analyzed_rows = 0  # the newest row when this process last ran ANALYZE
         self._scope_stamp = threading.local()
         self._conn: Any = None
         self._migrate(fresh=False)
@@ -160,6 +166,19 @@ class PgDatabase(Database):
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
+
+    def _added(self, newest: int) -> None:
+        """The planner's statistics brought up to date (``ANALYZE``) once the memories have
+        grown by a fifth, and at least :data:`ANALYZE_MIN_ROWS`, since this process last did
+        it. Autovacuum does it too, but on its own round (a minute or more after a bulk
+        write), and a plan from stale counts joined every memory of the space instead of
+        starting from the entity index: 12.8 ms against 1.8 ms a graph read at 30k memories
+        (``benchmarks.scale --backend postgres``)."""
+        if newest - self._analyzed_rows < max(ANALYZE_MIN_ROWS, self._analyzed_rows // 5):
+            return
+        with self._lock, self._translated():
+            self._connection().execute(f"ANALYZE {ANALYZED}")
+        self._analyzed_rows = newest
 
     @contextmanager
     def transaction(self) -> Iterator[Any]:

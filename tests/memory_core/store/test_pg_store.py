@@ -295,3 +295,39 @@ def test_the_dialect_queries_answer_alike_on_both_backends(pg_uri, hash_embedder
     assert counts == {"alice": 4, "bob": 1} and capped == {"alice": 2, "bob": 1}  # 2: "> 1.5"
     assert sharing == [(1, "alice"), (1, "bob"), (2, "alice"), (3, "alice"), (5, "alice")]
     assert u1 == [(3, "alice")]
+
+
+def test_a_bulk_write_brings_the_planners_statistics_up_to_date(pg_uri):
+    """After the memories grow by ANALYZE_MIN_ROWS the store runs ANALYZE (autovacuum would,
+    a minute later): the planner counts the rows, and the graph's entity read starts from the
+    entity index, not from every memory of the space."""
+    import dataclasses
+    import json
+
+    from memory_core.store.ids import entity_key
+    from memory_core.store.pg.db import ANALYZE_MIN_ROWS
+    from memory_core.types import Space, frozen_map
+
+    store = PgStore(pg_uri)
+    try:
+        store.insert_space(Space("s", "", False, frozen_map({"o": "owner"}), "2024-01-01"))
+
+        def analysed() -> int:
+            return int(store._query("SELECT reltuples FROM pg_class "
+                                    "WHERE relname = 'memories'")[0][0])
+
+        def batch(n: int, start: int) -> list[NewMemory]:  # 200 people, 5 facts each
+            return [dataclasses.replace(_new("s", f"fact {i}"), entities=(f"Person{i % 200}",))
+                    for i in range(start, start + n)]
+
+        store.insert_batch(batch(ANALYZE_MIN_ROWS - 10, 0))
+        assert analysed() <= 0  # never analysed yet: -1 (PostgreSQL 14+) or 0
+        store.insert_batch(batch(10, ANALYZE_MIN_ROWS - 10))
+        assert analysed() == ANALYZE_MIN_ROWS
+        plan = "\n".join(r[0] for r in store._query(
+            "EXPLAIN SELECT e.memory_rowid, e.entity FROM "
+            f"{store.dialect.entity_rows} JOIN memories m ON m.rowid = e.memory_rowid "
+            "WHERE m.space_id = 's'", (json.dumps([entity_key("Person7")]),)))
+        assert "memory_entities_entity" in plan and "Seq Scan on memories" not in plan
+    finally:
+        store.close()
