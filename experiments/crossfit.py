@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import random
 import shutil
@@ -118,6 +119,11 @@ def _owned(overrides: Sequence[str], keys: Sequence[str], flag: str) -> None:
             raise CrossfitError(f"{flag} {o!r}: crossfit sets {key} itself")
 
 
+def _command() -> str:
+    """This process's command line, as a model card records it."""
+    return " ".join(["python -m experiments.crossfit", *sys.argv[1:]])
+
+
 def _quoted(value: object) -> str:
     """A path as a Hydra override value (quoted: spaces, commas and '=' stay in it)."""
     text = str(value)
@@ -128,9 +134,10 @@ def _quoted(value: object) -> str:
 
 # ------------------------------------------------------------------------ the two steps
 def train_fold(train: Sequence[str], out: Path, data_dir: str | None,
-               overrides: Sequence[str], progress: bool) -> Path:
+               overrides: Sequence[str], progress: bool, command: str | None = None) -> Path:
     """Train the default stacked recipe (with ``overrides``, Hydra syntax of
-    ``experiments.train_reranker``) plus :func:`conversation_source` of ``train`` into ``out``."""
+    ``experiments.train_reranker``) plus :func:`conversation_source` of ``train`` into ``out``;
+    ``command`` (default: this process's) is what the model card records."""
     from experiments.config import engine_spec, to_plain
     from experiments.train_config import compose_train_config
     from experiments.stacked_recipe import stacked_recipe_from_mapping
@@ -145,8 +152,7 @@ def train_fold(train: Sequence[str], out: Path, data_dir: str | None,
         recipe, name=f"{recipe.name}_crossfit", out=str(out),
         sources={**recipe.sources, SOURCE: conversation_source(train)})
     folder, _ = train_stacked(recipe, spec=engine_spec(cfg), data_dir=cfg.paths.data_dir,
-                              progress=progress, command=" ".join(
-                                  ["python -m experiments.crossfit", *sys.argv[1:]]))
+                              progress=progress, command=command or _command())
     return folder
 
 
@@ -297,6 +303,8 @@ def crossfit(out: Path, *, folds: int = 2, seed: int = 0, data_dir: str | None =
     dealt = deal_folds(ids, folds, seed)
     t0 = time.perf_counter()
     out = out.resolve()  # a worker's directory may not be this one
+    if trainer is train_fold:  # a card names this command, never a Ray worker's arguments
+        trainer = functools.partial(train_fold, command=_command())
     works = [FoldWork(tuple(sorted(c for j, f in enumerate(dealt) if j != k for c in f)),
                       tuple(scored), data_dir, tuple(train_overrides), tuple(run_overrides),
                       progress and executor is None, trainer, runner)

@@ -245,3 +245,23 @@ def test_two_real_conversations_cross_fit_end_to_end(tmp_path):
     assert set(frame.get_column("conversation").unique().to_list()) == {"conv-26", "conv-30"}
     assert set(frame.get_column("mode").unique().to_list()) == {"fast", "accurate"}
     assert "| raw_turns | recall@5 |" in report(out, n_resamples=100)
+
+
+def test_a_fold_models_card_names_the_drivers_command(tmp_path, monkeypatch):
+    """The command a fold's card records is read where the cross-fit was started and handed
+    to each fold (a Ray worker's own arguments are Ray's, not the user's)."""
+    import experiments.train_stacked
+
+    seen: list[str] = []
+
+    def fake_train_stacked(recipe, *, spec, data_dir, progress, command):
+        seen.append(command)
+        Path(recipe.out).mkdir(parents=True)
+        monkeypatch.setattr("sys.argv", ["default_worker.py", "--node-ip-address=x"])
+        return Path(recipe.out), None  # the next fold runs where argv is a worker's
+
+    monkeypatch.setattr(experiments.train_stacked, "train_stacked", fake_train_stacked)
+    monkeypatch.setattr("sys.argv", ["crossfit.py", "--out", "DIR", "--folds", "2"])
+    crossfit(tmp_path / "xf", folds=2, conversations=CONVS[:2], progress=False,
+             runner=_fake_run, catalogue=lambda data_dir: CONVS)
+    assert seen == ["python -m experiments.crossfit --out DIR --folds 2"] * 2
