@@ -23,6 +23,14 @@ that kind, without ever scoring a model on a conversation it trained on:
 
     python -m experiments.crossfit --out outputs/crossfit/locomo            # 2 folds, seed 0
     python -m experiments.crossfit --out DIR --folds 5 --train stacked.seed=1 --run eval.ks=[5,10]
+    python -m experiments.crossfit --out DIR --executor ray --ray-cpus 2    # a fold a Ray task
+
+``--executor ray`` runs each fold (its training, then its run) as one Ray task
+(:func:`experiments.shard.run_units`: a new local instance of ``--ray-cpus`` CPUs, or the
+cluster at ``--ray-address``, whose nodes share ``--out``'s file system); a fold whose worker
+dies is run again from the start once, and a second failure fails the cross-fit naming the
+fold. The folds are independent (each trains its own model and builds its own store), so
+they give what the folds run one after another give.
 
 It needs the data directory (``MEMORY_CORE_DATA_DIR``) and takes about 3 minutes a fold on
 2 cores (training 2 minutes, the run 1). The figures answer a question the default recipe
@@ -34,11 +42,14 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import random
+import shutil
 import sys
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +57,7 @@ import polars as pl
 
 from experiments import rundir
 from experiments.rerank_data import SourceSpec
+from experiments.specs import RayExecSpec
 
 SOURCE = "locomo"  # the training source's name in the fold models' cards
 CATEGORIES = (1, 2, 3, 4)
@@ -107,6 +119,11 @@ def _owned(overrides: Sequence[str], keys: Sequence[str], flag: str) -> None:
             raise CrossfitError(f"{flag} {o!r}: crossfit sets {key} itself")
 
 
+def _command() -> str:
+    """This process's command line, as a model card records it."""
+    return " ".join(["python -m experiments.crossfit", *sys.argv[1:]])
+
+
 def _quoted(value: object) -> str:
     """A path as a Hydra override value (quoted: spaces, commas and '=' stay in it)."""
     text = str(value)
@@ -117,9 +134,10 @@ def _quoted(value: object) -> str:
 
 # ------------------------------------------------------------------------ the two steps
 def train_fold(train: Sequence[str], out: Path, data_dir: str | None,
-               overrides: Sequence[str], progress: bool) -> Path:
+               overrides: Sequence[str], progress: bool, command: str | None = None) -> Path:
     """Train the default stacked recipe (with ``overrides``, Hydra syntax of
-    ``experiments.train_reranker``) plus :func:`conversation_source` of ``train`` into ``out``."""
+    ``experiments.train_reranker``) plus :func:`conversation_source` of ``train`` into ``out``;
+    ``command`` (default: this process's) is what the model card records."""
     from experiments.config import engine_spec, to_plain
     from experiments.train_config import compose_train_config
     from experiments.stacked_recipe import stacked_recipe_from_mapping
@@ -134,8 +152,7 @@ def train_fold(train: Sequence[str], out: Path, data_dir: str | None,
         recipe, name=f"{recipe.name}_crossfit", out=str(out),
         sources={**recipe.sources, SOURCE: conversation_source(train)})
     folder, _ = train_stacked(recipe, spec=engine_spec(cfg), data_dir=cfg.paths.data_dir,
-                              progress=progress, command=" ".join(
-                                  ["python -m experiments.crossfit", *sys.argv[1:]]))
+                              progress=progress, command=command or _command())
     return folder
 
 
@@ -155,6 +172,33 @@ def run_fold(scored: Sequence[str], model: Path, run_dir: Path, data_dir: str | 
     run_dir.mkdir(parents=True, exist_ok=True)
     run_experiment(cfg, run_dir)
     return run_dir
+
+
+@dataclass(frozen=True)
+class FoldWork:
+    """One fold: the conversations its model trains on and those it scores, and the steps
+    (``trainer``, ``runner``: :func:`train_fold`, :func:`run_fold` or a test's)."""
+
+    train: tuple[str, ...]
+    scored: tuple[str, ...]
+    data_dir: str | None
+    train_overrides: tuple[str, ...]
+    run_overrides: tuple[str, ...]
+    progress: bool
+    trainer: Callable[..., Path]
+    runner: Callable[..., Path]
+
+
+def run_fold_work(work: FoldWork, fold_dir: Path) -> Path:
+    """A fold's two steps in ``fold_dir`` (``model/``, then ``run/``), from the start: what
+    an attempt whose worker died left there is removed first. Returns the run directory."""
+    for part in ("model", "run"):
+        if (fold_dir / part).exists():
+            shutil.rmtree(fold_dir / part)
+    model = work.trainer(list(work.train), fold_dir / "model", work.data_dir,
+                         list(work.train_overrides), work.progress)
+    return work.runner(list(work.scored), model, fold_dir / "run", work.data_dir,
+                       list(work.run_overrides), work.progress)
 
 
 # ------------------------------------------------------------------------ joining
@@ -235,9 +279,11 @@ def crossfit(out: Path, *, folds: int = 2, seed: int = 0, data_dir: str | None =
              progress: bool = True, conversations: Sequence[str] | None = None,
              trainer: Callable[..., Path] = train_fold,
              runner: Callable[..., Path] = run_fold,
-             catalogue: Callable[[str | None], list[str]] = locomo_conversations) -> Path:
+             catalogue: Callable[[str | None], list[str]] = locomo_conversations,
+             executor: RayExecSpec | None = None) -> Path:
     """The whole cross-fit (module docstring) into ``out``; returns ``out``.
 
+    ``executor``: each fold a Ray task on that cluster (None: one after another here).
     ``conversations`` limits it to those LoCoMo conversations (all by default);
     ``trainer`` / ``runner`` replace the two steps and ``catalogue`` the list of LoCoMo's
     conversations (tests). Raises :class:`CrossfitError`
@@ -256,16 +302,26 @@ def crossfit(out: Path, *, folds: int = 2, seed: int = 0, data_dir: str | None =
         raise CrossfitError(f"no such LoCoMo conversation: {', '.join(unknown)}")
     dealt = deal_folds(ids, folds, seed)
     t0 = time.perf_counter()
-    runs = []
-    for k, scored in enumerate(dealt):
-        train = sorted(c for j, f in enumerate(dealt) if j != k for c in f)
-        fold_dir = out / f"fold{k}"
-        model = trainer(train, fold_dir / "model", data_dir, list(train_overrides), progress)
-        runs.append(runner(scored, model, fold_dir / "run", data_dir, list(run_overrides),
-                           progress))
+    out = out.resolve()  # a worker's directory may not be this one
+    if trainer is train_fold:  # a card names this command, never a Ray worker's arguments
+        trainer = functools.partial(train_fold, command=_command())
+    works = [FoldWork(tuple(sorted(c for j, f in enumerate(dealt) if j != k for c in f)),
+                      tuple(scored), data_dir, tuple(train_overrides), tuple(run_overrides),
+                      progress and executor is None, trainer, runner)
+             for k, scored in enumerate(dealt)]
+    extra: dict[str, Any] = {}
+    if executor is None:
+        runs = [run_fold_work(w, out / f"fold{k}") for k, w in enumerate(works)]
+    else:
+        from experiments.shard import Unit, run_units
+
+        runs, record = run_units([Unit(f"fold{k}", w) for k, w in enumerate(works)],
+                                 run_fold_work, out, executor, progress, desc="folds")
+        extra["executor"] = {**record, "shard_dir": "."}
     return join_runs(out, runs, dealt, {
         "seed": seed, "train_overrides": list(train_overrides),
-        "run_overrides": list(run_overrides), "total_s": round(time.perf_counter() - t0, 1)})
+        "run_overrides": list(run_overrides), **extra,
+        "total_s": round(time.perf_counter() - t0, 1)})
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -281,13 +337,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--run", action="append", default=[],
                         help="an override of experiments.run (repeatable)")
     parser.add_argument("--no-progress", action="store_true")
+    parser.add_argument("--executor", choices=("local", "ray"), default="local",
+                        help="ray: each fold a Ray task (default: one after another here)")
+    parser.add_argument("--ray-address", help="an existing Ray cluster (default: a new local "
+                                              "instance)")
+    parser.add_argument("--ray-cpus", type=int, help="CPUs of a new local Ray instance")
     args = parser.parse_args(argv)
+    executor = (RayExecSpec(address=args.ray_address, num_cpus=args.ray_cpus)
+                if args.executor == "ray" else None)
     try:
         out = crossfit(args.out, folds=args.folds, seed=args.seed, data_dir=args.data_dir,
                        train_overrides=args.train, run_overrides=args.run,
                        progress=not args.no_progress,
                        conversations=args.conversations.split(",")
-                       if args.conversations else None)
+                       if args.conversations else None, executor=executor)
     except CrossfitError as exc:
         print(f"cannot cross-fit: {exc}", file=sys.stderr)
         return 2

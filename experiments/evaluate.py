@@ -1,7 +1,7 @@
 """One engine asked every question: what :func:`experiments.run.run_retrieval` does per store.
 
 The per-question evaluation, shared by the in-process run and each unit of a sharded one
-(:func:`experiments.run.evaluate_unit`): which questions can be scored (:func:`scorable`),
+(:func:`experiments.units.evaluate_unit`): which questions can be scored (:func:`scorable`),
 how many memories each asks for (:func:`retrieve_limit`), the untimed warm-up
 (:func:`warm_up`) and the timed retrieves with their scores (:func:`evaluate`), one
 :class:`~experiments.query_row.QueryRow` per question, mode and view.

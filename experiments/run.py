@@ -18,6 +18,7 @@ Ray: ``eval.executor=ray``), joins the rows and writes the run directory.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import logging
 import time
 from collections import Counter
@@ -42,94 +43,17 @@ from experiments.expand import run_expand
 from experiments.ingest import ingest
 from experiments.query_row import QueryRow
 from experiments.routing import run_routing
-from experiments.shard import IncompleteRunError, Unit, run_units
-from experiments.specs import EvalSpec, Executor
+from experiments.shard import SHARD_DIR, Unit, connected, run_units
+from experiments.specs import Executor
 from experiments.tiers import run_tiers
 from experiments.train_reranker import prepare_reranker, reranker_split
+from experiments.units import (UnitWork, build_unit, evaluate_unit, join_rows,
+                               unit_dataset)
 from memory_core import MemoryEngine
+from memory_core.channels.keyword_corpus import merged
 from memory_core.config import EngineSpec
-from memory_core.embed import CachedEmbedder
-from memory_core.write import split_text
 
 log = logging.getLogger(__name__)
-
-@dataclass(frozen=True)
-class UnitWork:
-    """What one unit's Ray task is given (``eval.executor=ray``; :func:`evaluate_unit`)."""
-
-    dataset: Dataset  # the unit's space, its memories, and the questions to ask it
-    spec: EngineSpec
-    ev: EvalSpec
-    write_fields: tuple[str, ...] | None
-    has_observations: bool  # of the whole data set: it decides the views (views_of)
-
-
-@dataclass(frozen=True)
-class UnitOutcome:
-    """What one unit's task gives back: its rows and what ``metrics.json`` records of it."""
-
-    rows: tuple[QueryRow, ...]
-    sources: Mapping[str, tuple[str, ...]]  # IdMap.sources of its keys (thresholds read them)
-    modes_skipped: Mapping[str, str]
-    models: Mapping[str, Any]
-    latency: Mapping[str, Any]
-    cost: Mapping[str, Any]  # executor.per_unit: sizes and seconds (embed, build, evaluate)
-
-
-def evaluate_unit(work: UnitWork, directory: Path) -> UnitOutcome:
-    """Build one unit's own store in ``directory/store`` and ask its questions (the body of a
-    sharded run's Ray task, :func:`experiments.shard.run_units`).
-
-    Its cost is measured in three parts: ``embed_s``, every text the build embeds (the facts'
-    pieces, ``write.split_max_chars``, and the observations) through the engine's embedder,
-    whose on-disk cache then serves the build (``embedded``: the texts the model computed,
-    0 when the shared cache had them all; with no embedding cache the build embeds and
-    ``embed_s`` is ``None``); ``build_s``, the ingest itself; ``evaluate_s``, warm-up and every
-    retrieve and score."""
-    t0 = time.perf_counter()
-    ds = work.dataset
-    with MemoryEngine.open(directory / rundir.STORE_DIR, work.spec) as engine:
-        open_s = time.perf_counter() - t0
-        embedder = engine.embedder
-        embed_s: float | None = None
-        embedded: int | None = None
-        if isinstance(embedder, CachedEmbedder):
-            max_chars = work.spec.write.split_max_chars
-            texts = list(dict.fromkeys(
-                piece for m in ds.memories
-                for piece in (split_text(m.content, max_chars) if m.memory_type == "fact"
-                              else [m.content])))
-            before, t1 = embedder.misses, time.perf_counter()
-            if texts:
-                embedder.embed(texts)
-            embed_s, embedded = time.perf_counter() - t1, embedder.misses - before
-        t1 = time.perf_counter()
-        ids = ingest(engine, ds, progress=False, write_fields=work.write_fields)
-        build_s = time.perf_counter() - t1
-        modes, skipped = usable_modes(engine, work.ev)
-        t1 = time.perf_counter()
-        latency: dict[str, Any] = {}
-        rows = evaluate(engine, list(ds.queries), ids, work.ev, work.has_observations, modes,
-                        timing=latency)
-        evaluate_s = time.perf_counter() - t1
-        models = engine.model_identity()
-    cost = {"memories": len(ds.memories), "queries": len(ds.queries), "rows": len(rows),
-            "open_s": round(open_s, 3), "embed_s": None if embed_s is None else round(embed_s, 3),
-            "embedded": embedded, "build_s": round(build_s, 3),
-            "evaluate_s": round(evaluate_s, 3), "wall_s": round(time.perf_counter() - t0, 3)}
-    return UnitOutcome(tuple(rows), dict(ids.sources), skipped, models, latency, cost)
-
-
-def unit_dataset(dataset: Dataset, space_id: str, queries: list[QueryDef]) -> Dataset:
-    """The part of ``dataset`` one unit builds: the space ``space_id``, its memories and
-    restatements, and ``queries`` (the run's questions addressed to it)."""
-    memories = tuple(m for m in dataset.memories if m.space_id == space_id)
-    keys = {m.key for m in memories}
-    return dataclasses.replace(
-        dataset, spaces=tuple(s for s in dataset.spaces if s.space_id == space_id),
-        memories=memories, queries=tuple(queries),
-        restates={k: v for k, v in dataset.restates.items() if k in keys})
-
 
 @dataclass(frozen=True)
 class Retrieved:
@@ -179,37 +103,6 @@ def _retrieve_local(run: RunConfig, spec: EngineSpec, dataset: Dataset, run_dir:
                      {"name": Executor.LOCAL.value})
 
 
-def join_rows(outcomes: list[tuple[str, UnitOutcome]], queries: list[QueryDef],
-              modes: list[str], views: list[str]) -> list[QueryRow]:
-    """The units' rows in the order one process writes them (mode, view, question), after
-    checking that they are exactly the rows asked for: one per (question, mode, view), none
-    missing, none repeated; else :class:`~experiments.shard.IncompleteRunError` naming the
-    units and questions."""
-    position = {q.query_id: i for i, q in enumerate(queries)}
-    if len(position) != len(queries):
-        raise IncompleteRunError("question ids repeat in the data set: rows cannot be joined")
-    expected = {(q.query_id, m, v) for q in queries for m in modes for v in views}
-    seen: Counter[tuple[str, str, str]] = Counter()
-    owner: dict[str, str] = {}
-    rows: list[QueryRow] = []
-    for unit_id, outcome in outcomes:
-        for row in outcome.rows:
-            seen[(row.query_id, row.mode, row.view)] += 1
-            owner[row.query_id] = unit_id
-            rows.append(row)
-    unit_of = {q.query_id: str(q.gold_space) for q in queries}  # a unit is its space
-    missing = [(*k, f"unit {unit_of[k[0]]}") for k in sorted(expected - set(seen))]
-    extra = sorted(k for k, n in seen.items() if k not in expected or n > 1)
-    if missing or extra:
-        raise IncompleteRunError(
-            f"{len(rows)} rows joined, {len(expected)} expected ({len(queries)} questions x "
-            f"{len(modes)} modes x {len(views)} views): missing {missing[:10]}"
-            f"{' ...' if len(missing) > 10 else ''}; unexpected or repeated "
-            f"{[(k, owner.get(k[0])) for k in extra[:10]]}")
-    return sorted(rows, key=lambda r: (modes.index(r.mode), views.index(r.view),
-                                       position[r.query_id]))
-
-
 def _same(values: list[Mapping[str, Any]], what: str) -> Mapping[str, Any]:
     """The one value every unit gave for ``what`` (units of one run on one install agree)."""
     if any(v != values[0] for v in values[1:]):
@@ -219,19 +112,60 @@ def _same(values: list[Mapping[str, Any]], what: str) -> Mapping[str, Any]:
     return values[0]
 
 
-KEYWORD_STATS_NOTE = (
-    "the keyword channel is on: BM25 reads store-wide statistics (the IDF prior of "
-    "channels.keyword_idf_prior_rows, FTS5's average length) and each unit's store holds one "
-    "space, so scores, and the order of near ties, can differ from the run in one store "
-    "(docs/workbench.md, 'One run sharded on Ray')")
-NO_KEYWORD_NOTE = ("the keyword channel is off: BM25's store-wide statistics, the known input "
+KEYWORD_RUN_NOTE = (
+    "the keyword channel is on: its collection statistics (N, average length, each word's "
+    "document count) are the data set's, summed over every space's store in a first phase "
+    "and given to each unit (channels.keyword_corpus; eval.ray.keyword_stats=run), the "
+    "numbers of the run in one store: its rankings (docs/workbench.md, 'One run sharded on "
+    "Ray')")
+KEYWORD_UNIT_NOTE = (
+    "the keyword channel is on with eval.ray.keyword_stats=unit: BM25's collection "
+    "statistics are each unit's own store, one space, where the run in one store reads the "
+    "whole data set's: scores, and the order of near ties, differ from it (per-space "
+    "statistics, an ablation)")
+KEYWORD_GIVEN_NOTE = ("the keyword channel reads the collection statistics of "
+                      "channels.keyword_corpus in every unit, as in one process")
+NO_KEYWORD_NOTE = ("the keyword channel is off: BM25's collection statistics, the known input "
                    "beyond the searched space, are not read")
+
+
+def _corpus_phase(units: list[Unit[UnitWork]], dataset: Dataset, spec: EngineSpec,
+                  run: RunConfig, shard_root: Path) -> tuple[list[Unit[UnitWork]], EngineSpec,
+                                                             dict[str, Any]]:
+    """The first phase of ``eval.ray.keyword_stats=run`` (:mod:`experiments.units`): every
+    space of the data set built in its task (those no question addresses too: the one
+    store holds them), their statistics summed into ``shards/keyword_corpus.json``; gives
+    the units with what they built, the spec naming that file, and the phase's record."""
+    asked = {u.unit_id: u for u in units}
+    first = units[0].work
+    builds = [Unit(space.space_id, dataclasses.replace(
+        asked[space.space_id].work if space.space_id in asked else first,
+        dataset=unit_dataset(dataset, space.space_id, []))) for space in dataset.spaces]
+    built, record = run_units(builds, build_unit, shard_root, run.eval.ray,
+                              progress=run.progress, desc="build")
+    corpus = merged(b.corpus for b in built)
+    path = shard_root / "keyword_corpus.json"
+    corpus.save(path)
+    by_space = {u.unit_id: b for u, b in zip(builds, built, strict=True)}
+    spec = dataclasses.replace(spec, channels=dataclasses.replace(
+        spec.channels, keyword_corpus=str(path.resolve())))
+    units = [Unit(u.unit_id, dataclasses.replace(u.work, spec=spec,
+                                                 built=by_space[u.unit_id])) for u in units]
+    phase = {"units": len(builds), "wall_s": record["wall_s"],
+             "built_only": [{"unit": u, **by_space[u].cost}
+                            for u in sorted(set(by_space) - set(asked))],
+             "keyword_corpus": {"path": f"{SHARD_DIR}/{path.name}", "rows": corpus.own[0],
+                                "context_rows": corpus.context[0], "terms": len(corpus.df),
+                                "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}}
+    return units, spec, phase
 
 
 def _retrieve_sharded(run: RunConfig, spec: EngineSpec, dataset: Dataset,
                       run_dir: Path) -> Retrieved:
     """One store per space that the run's questions address, each built and asked in a Ray
-    task (:mod:`experiments.shard`), the rows joined and checked (:func:`join_rows`)."""
+    task (:mod:`experiments.shard`, :mod:`experiments.units`; with the keyword channel, a
+    first phase gives every unit the data set's BM25 statistics), the rows joined and checked
+    (:func:`~experiments.units.join_rows`)."""
     ev = run.eval
     if ev.reuse_store:
         raise ValueError("eval.reuse_store copies one run's store/: a sharded run "
@@ -240,8 +174,6 @@ def _retrieve_sharded(run: RunConfig, spec: EngineSpec, dataset: Dataset,
     if ev.limit_queries:
         queries = queries[: int(ev.limit_queries)]
     has_obs = any(m.memory_type == "observation" for m in dataset.memories)
-    if spec.channels.keyword:
-        log.warning("eval.executor=ray: %s", KEYWORD_STATS_NOTE)
     by_space: dict[str, list[QueryDef]] = {}
     for q in queries:
         by_space.setdefault(str(q.gold_space), []).append(q)
@@ -251,8 +183,20 @@ def _retrieve_sharded(run: RunConfig, spec: EngineSpec, dataset: Dataset,
                                                         by_space[space.space_id]),
                                            spec, ev, write_fields, has_obs))
              for space in dataset.spaces if space.space_id in by_space]
-    outcomes, record = run_units(units, evaluate_unit, run_dir / "shards", ev.ray,
-                                 progress=run.progress)
+    ch = spec.channels
+    two_phases = ch.keyword and ch.keyword_corpus is None and ev.ray.keyword_stats == "run"
+    rankings = (NO_KEYWORD_NOTE if not ch.keyword else KEYWORD_GIVEN_NOTE
+                if ch.keyword_corpus is not None else KEYWORD_RUN_NOTE if two_phases
+                else KEYWORD_UNIT_NOTE)
+    if ch.keyword and not two_phases and ch.keyword_corpus is None:
+        log.warning("eval.executor=ray: %s", KEYWORD_UNIT_NOTE)
+    shard_root = run_dir / SHARD_DIR
+    first_phase: dict[str, Any] | None = None
+    with connected(ev.ray):  # one Ray connection for both phases
+        if two_phases and units:
+            units, spec, first_phase = _corpus_phase(units, dataset, spec, run, shard_root)
+        outcomes, record = run_units(units, evaluate_unit, shard_root, ev.ray,
+                                     progress=run.progress)
     named = [(u.unit_id, o) for u, o in zip(units, outcomes, strict=True)]
     modes_skipped = _same([dict(o.modes_skipped) for o in outcomes], "skipped modes") \
         if outcomes else {}
@@ -273,14 +217,17 @@ def _retrieve_sharded(run: RunConfig, spec: EngineSpec, dataset: Dataset,
     sources: dict[str, tuple[str, ...]] = {}
     for o in outcomes:
         sources.update(o.sources)
-    timing = {"ingest": round(sum(c["build_s"] + (c["embed_s"] or 0.0) for c in costs), 3),
+    built_only = [] if first_phase is None else first_phase["built_only"]
+    timing = {"ingest": round(sum(c["build_s"] + (c["embed_s"] or 0.0)
+                                  for c in [*costs, *built_only]), 3),
               "evaluate": round(sum(c["evaluate_s"] for c in costs), 3),
-              "units_wall": record["wall_s"]}
-    rankings = KEYWORD_STATS_NOTE if spec.channels.keyword else NO_KEYWORD_NOTE
+              "units_wall": record["wall_s"] + (first_phase or {}).get("wall_s", 0.0)}
     record = {**record, "rankings": rankings,
               "timing_note": "timing_s.ingest and .evaluate are sums over the units (worker "
-                             "seconds); timing_s.units_wall is the sharded phase's wall time",
+                             "seconds); timing_s.units_wall is the sharded phases' wall time",
               "per_unit": costs}
+    if first_phase is not None:
+        record["first_phase"] = first_phase
     return Retrieved(rows, queries, skipped, modes_skipped, models, split, latency, sources,
                      timing, record)
 

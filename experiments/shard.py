@@ -3,7 +3,9 @@
 The retrieval runner (:func:`experiments.run.run_retrieval`) cuts a data set into independent
 *units* (one space each: a LongMemEval question's haystack, a LoCoMo conversation, a synthetic
 space; every question is an addressed read of its gold space, so no unit reads another's
-memories) and hands them here with the function that builds and asks one unit's store.
+memories) and hands them here with the function that builds or asks one unit's store
+(:mod:`experiments.units`; with the keyword channel on, twice: a phase that builds every
+space and reads its BM25 statistics, then one that asks the questions with the data set's).
 :func:`run_units` runs each unit as one Ray task, its store under
 ``<run dir>/shards/<unit>/store``, and gives the results back in the units' order:
 
@@ -27,9 +29,9 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -106,13 +108,11 @@ def exit_hook(unit_id: str, directory: Path, environ: Mapping[str, str]) -> None
 
 
 def _run_unit(fn: Callable[[W, Path], R], unit_id: str, work: W, directory: str) -> R:
-    """One unit inside its Ray task: the test hook, a clean unit directory (a retried unit
-    starts over), then ``fn``."""
+    """One unit inside its Ray task: the test hook, the unit's directory, then ``fn``, which
+    finds there what an earlier attempt or phase left (a retried unit starts its store over:
+    :func:`experiments.units.build_unit`, :func:`~experiments.units.evaluate_unit`)."""
     path = Path(directory)
     exit_hook(unit_id, path, os.environ)
-    store = path / "store"
-    if store.exists():  # left by an attempt whose worker died
-        shutil.rmtree(store)
     path.mkdir(parents=True, exist_ok=True)
     return fn(work, path)
 
@@ -140,13 +140,13 @@ def ray_init_kwargs(spec: RayExecSpec, environ: Mapping[str, str]) -> dict[str, 
 
 
 def run_units(units: Sequence[Unit[W]], fn: Callable[[W, Path], R], shard_root: Path,
-              spec: RayExecSpec, progress: bool = True) -> tuple[list[R], dict[str, Any]]:
+              spec: RayExecSpec, progress: bool = True, desc: str = "units"
+              ) -> tuple[list[R], dict[str, Any]]:
     """Run ``fn(unit.work, unit directory)`` for every unit as a Ray task; the results in the
     units' order, and the record of where they ran (``metrics.json`` ``executor``).
 
-    Connects as :func:`ray_init_kwargs` says (and shuts a connection it made down at the end)
-    unless this process is connected already (a job of ``hydra/launcher=ray``: its cluster).
-    ``fn`` must be importable (a module-level function): Ray sends it by reference.
+    Runs in :func:`connected`'s connection. ``fn`` must be importable (a module-level
+    function): Ray sends it by reference.
     """
     import ray  # pyright: ignore[reportMissingImports]  # the optional `ray` extra
     from ray.exceptions import RayError  # pyright: ignore[reportMissingImports]
@@ -154,21 +154,15 @@ def run_units(units: Sequence[Unit[W]], fn: Callable[[W, Path], R], shard_root: 
     ids = [u.unit_id for u in units]
     if len(set(ids)) != len(ids):
         raise ValueError("unit ids must be unique")
-    started = not ray.is_initialized()
-    if started:
-        kwargs = ray_init_kwargs(spec, os.environ)
-        log.info("ray.init(%s)", ", ".join(f"{k}={v!r}" for k, v in kwargs.items()
-                                           if k != "runtime_env"))
-        ray.init(**kwargs)
-    t0 = time.perf_counter()
-    try:
+    with connected(spec):
+        t0 = time.perf_counter()
         cpus = ray.cluster_resources().get("CPU")
         task = ray.remote(num_cpus=spec.unit_cpus, max_retries=spec.max_retries)(_run_unit)
         refs = {task.remote(fn, u.unit_id, u.work, str(unit_dir(shard_root, u.unit_id))): i
                 for i, u in enumerate(units)}
         results: list[Any] = [None] * len(units)
         pending = list(refs)
-        with tqdm(total=len(units), desc="units", unit="unit", disable=not progress) as bar:
+        with tqdm(total=len(units), desc=desc, unit="unit", disable=not progress) as bar:
             while pending:
                 done, pending = ray.wait(pending, num_returns=1)
                 for ref in done:
@@ -185,6 +179,23 @@ def run_units(units: Sequence[Unit[W]], fn: Callable[[W, Path], R], shard_root: 
                   "unit_cpus": spec.unit_cpus, "max_retries": spec.max_retries,
                   "wall_s": round(time.perf_counter() - t0, 3), "shard_dir": SHARD_DIR}
         return results, record
+
+
+@contextmanager
+def connected(spec: RayExecSpec) -> Iterator[None]:
+    """This process connected to Ray for the block: as :func:`ray_init_kwargs` says, shut
+    down at its end, unless it is connected already (an enclosing block, or a job of
+    ``hydra/launcher=ray``: its cluster), whose connection is used and left open."""
+    import ray  # pyright: ignore[reportMissingImports]  # the optional `ray` extra
+
+    started = not ray.is_initialized()
+    if started:
+        kwargs = ray_init_kwargs(spec, os.environ)
+        log.info("ray.init(%s)", ", ".join(f"{k}={v!r}" for k, v in kwargs.items()
+                                           if k != "runtime_env"))
+        ray.init(**kwargs)
+    try:
+        yield
     finally:
         if started:
             ray.shutdown()

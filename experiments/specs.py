@@ -56,11 +56,19 @@ class RayExecSpec:
     object_store_memory: int | None = 200_000_000  # bytes, a new local instance's object store
     unit_cpus: float = 1.0  # CPUs each unit's task asks for (units at once = cluster CPUs / this)
     max_retries: int = 1    # a unit whose worker died is run again this many times, then fails
+    # BM25's collection statistics with the keyword channel on (experiments/units.py): "run",
+    # the data set's, summed over every space's store in a first phase (the one-process run's
+    # numbers, hence its rankings); "unit", each unit's own store, i.e. per-space statistics
+    # (a ranking change: an ablation). An explicit channels.keyword_corpus is used as it is
+    keyword_stats: str = "run"
 
     def __post_init__(self) -> None:
         if self.max_retries < 0 or self.unit_cpus <= 0:
             raise ValueError(f"eval.ray: max_retries must be >= 0 and unit_cpus > 0, got "
                              f"{self.max_retries!r} and {self.unit_cpus!r}")
+        if self.keyword_stats not in ("run", "unit"):
+            raise ValueError(f"eval.ray.keyword_stats must be 'run' or 'unit', got "
+                             f"{self.keyword_stats!r}")
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,7 @@ import numpy as np
 
 from memory_core.channels.base import ChannelContext, ChannelResult, Stage
 from memory_core.store import SqlFilter, StoreBackend, memory_id_of
+from memory_core.channels.keyword_corpus import KeywordCorpus, corpus_of, unscorable
 from memory_core.channels.keyword_postings import (fts5_idf, postings_scores, smoothed_idf,
                                                    uses_postings)
 from memory_core.types import Candidate, Channel, Retrieval, new_candidate
@@ -128,7 +129,8 @@ def search(store: StoreBackend, space_id: str, query: str, flt: SqlFilter, depth
            idf: str = "store", idf_prior_rows: float = 0.0,
            stats_spaces: Sequence[str] = (), index: str = "fts5",
            index_threshold: int = 0, among: Sequence[int] | None = None,
-           matched: dict[str, tuple[np.ndarray, np.ndarray]] | None = None) -> list[Candidate]:
+           matched: dict[str, tuple[np.ndarray, np.ndarray]] | None = None,
+           corpus: KeywordCorpus | None = None) -> list[Candidate]:
     """Top ``depth`` eligible memories of the space by BM25; a turn's neighbour turns count
     with ``context_weight`` beside its own text (``channels.keyword_context_weight``); words
     common within the space are left out when ``space_df_max`` is set; ``idf`` ``store``
@@ -157,6 +159,10 @@ def search(store: StoreBackend, space_id: str, query: str, flt: SqlFilter, depth
     the postings answer, receives ``{space_id: (rowids, scores)}`` of every row of the space
     that holds a query word, eligible or not (what ``among`` would pick from: a caller that
     scores more rows of the same query later reads them there instead of searching again).
+
+    ``corpus`` (``channels.keyword_corpus``, :mod:`~memory_core.channels.keyword_corpus`):
+    the collection whose totals and document counts stand for the store's; scored from the
+    postings whatever the store's size.
     """
     if idf not in IDF_CHOICES:
         raise ValueError(f"idf must be one of {IDF_CHOICES}, got {idf!r}")
@@ -176,12 +182,21 @@ def search(store: StoreBackend, space_id: str, query: str, flt: SqlFilter, depth
         return []
     spaces = sorted({space_id, *stats_spaces})
     own_rows, own_space, ctx_rows, ctx_space = store.fulltext_sizes(spaces)
+    if corpus is not None:  # the collection's N, not the store's
+        (own_rows, _), (ctx_rows, _) = corpus.totals()
     whole = idf == "store" or (own_space == own_rows and ctx_space == ctx_rows)
     hits = None
-    if uses_postings(index, index_threshold, own_rows, space_df_max):
+    if corpus is not None or uses_postings(index, index_threshold, own_rows, space_df_max):
         # under FTS5's statistics the other spaces lend nothing but store-wide counts
         hits = postings_scores(store, space_id, words, flt, depth, context_weight, whole,
-                               idf_prior_rows, [space_id] if whole else spaces, among, matched)
+                               idf_prior_rows, [space_id] if whole else spaces, among, matched,
+                               corpus)
+    if hits is None and corpus is not None:  # FTS5 reads the store's statistics, not these
+        split = [w for w, t in zip(words, store.query_terms(words), strict=True) if t is None]
+        if split:
+            raise unscorable(split)
+        raise RuntimeError(f"keyword search of space {space_id!r}: writes kept landing "
+                           "during the read, and FTS5 cannot score with channels.keyword_corpus")
     if hits is None and whole:  # FTS5's own statistics: leave out the words they weigh at 0
         common = store.keyword_common([f'"{w}"' for w in words], context_weight > 0.0)
         words = [w for w in words if f'"{w}"' not in common] or words
@@ -211,7 +226,8 @@ class KeywordChannel:
         found = search(ctx.parts.store, ctx.space_id, ctx.request.query, ctx.flt,
                        ch.keyword_pool, ch.keyword_context_weight, ch.keyword_space_df_max,
                        ch.keyword_idf, ch.keyword_idf_prior_rows, ctx.read_spaces,
-                       ch.keyword_index, ch.keyword_index_threshold, matched=matched)
+                       ch.keyword_index, ch.keyword_index_threshold, matched=matched,
+                       corpus=corpus_of(ch))
         return ChannelResult(self.name, tuple(found), matched=matched.get(ctx.space_id))
 
 

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from memory_core.channels.keyword_corpus import KeywordCorpus
 from memory_core.config import ChannelsSpec
 from memory_core.store import SqlFilter, StoreBackend
 from memory_core.store.postings import PostingState, TermHits, bm25_part, fts5_weightless
@@ -63,8 +64,9 @@ def index_written(store: StoreBackend, ch: ChannelsSpec, space_id: str) -> None:
     if not (ch.keyword and ch.keyword_index_on_write):
         return
     try:  # the size read too: on a database store it can fail like the refresh
-        if not uses_postings(ch.keyword_index, ch.keyword_index_threshold,
-                             store.fulltext_sizes([space_id])[0], ch.keyword_space_df_max):
+        if ch.keyword_corpus is None and not uses_postings(  # a corpus: always the postings
+                ch.keyword_index, ch.keyword_index_threshold,
+                store.fulltext_sizes([space_id])[0], ch.keyword_space_df_max):
             return
         store.postings(space_id)
     except Exception:  # logged: the next search of the space rebuilds (and raises) instead
@@ -76,8 +78,8 @@ def postings_scores(store: StoreBackend, space_id: str, words: list[str], flt: S
                     depth: int, context_weight: float, fts5_stats: bool,
                     prior_rows: float, spaces: Sequence[str],
                     among: Sequence[int] | None = None,
-                    matched: dict[str, tuple[np.ndarray, np.ndarray]] | None = None
-                    ) -> list[tuple[int, float]] | None:
+                    matched: dict[str, tuple[np.ndarray, np.ndarray]] | None = None,
+                    corpus: KeywordCorpus | None = None) -> list[tuple[int, float]] | None:
     """The scores :func:`search`'s FTS5 paths give, from the in-memory postings of ``spaces``
     (:mod:`memory_core.store.postings`): [(rowid, score)] of ``space_id``'s top ``depth``
     eligible rows, best first (ties: lower rowid), or None when a word is not one FTS5 token.
@@ -90,8 +92,10 @@ def postings_scores(store: StoreBackend, space_id: str, words: list[str], flt: S
     every score is computed with FTS5's own operations in FTS5's order (its ``bm25()`` sums
     the words in query order; the FTS5 paths then add the context's sum times its weight, or
     sum each word's score times its re-weighing factor), so equal scores stay equal and ties
-    break the same way. With ``among`` (rows known eligible), those of them that hold a query
-    word, best first, without a filter check (no store read). ``matched``: as :func:`search`.
+    break the same way. ``corpus``: the totals and store-wide counts are its
+    (:mod:`~memory_core.channels.keyword_corpus`). With ``among`` (rows known eligible),
+    those of them that hold a query word, best first, without a filter check (no store
+    read). ``matched``: as :func:`search`.
     """
     terms = store.query_terms(words)
     if any(t is None for t in terms):
@@ -111,7 +115,7 @@ def postings_scores(store: StoreBackend, space_id: str, words: list[str], flt: S
                    for s, st in zip(spaces, states, strict=True)):
                 return _postings_scores(store, space_id, words, terms, flt, depth,
                                         context_weight, fts5_stats, prior_rows, spaces, states,
-                                        among, matched)
+                                        among, matched, corpus)
     return None  # writes kept landing between the refresh and the counts: FTS5 answers
 
 
@@ -119,10 +123,11 @@ def _postings_scores(store: StoreBackend, space_id: str, words: list[str], terms
                      flt: SqlFilter, depth: int, context_weight: float, fts5_stats: bool,
                      prior_rows: float, spaces: Sequence[str], states: list[PostingState],
                      among: Sequence[int] | None = None,
-                     matched: dict[str, tuple[np.ndarray, np.ndarray]] | None = None
-                     ) -> list[tuple[int, float]]:
+                     matched: dict[str, tuple[np.ndarray, np.ndarray]] | None = None,
+                     corpus: KeywordCorpus | None = None) -> list[tuple[int, float]]:
     """:func:`postings_scores` once the states are current, inside the store's snapshot."""
-    (own_rows, own_tokens), (ctx_rows, ctx_tokens) = store.fulltext_totals()
+    (own_rows, own_tokens), (ctx_rows, ctx_tokens) = (store.fulltext_totals() if corpus is None
+                                                      else corpus.totals())
     context = context_weight > 0.0
     target = states[spaces.index(space_id)]
     # per word: the target's own and context hits, and the union's dfs (own, context)
@@ -139,7 +144,9 @@ def _postings_scores(store: StoreBackend, space_id: str, words: list[str], terms
         ctx_hits.append(ctx[spaces.index(space_id)])
     union_rows = sum(st.size for st in states)
     union_ctx = sum(st.linked for st in states) if context else 0
-    if union_rows == own_rows and (not context or union_ctx == ctx_rows):
+    if corpus is not None:
+        store_df = corpus.term_df([t for t in terms if t is not None], context)
+    elif union_rows == own_rows and (not context or union_ctx == ctx_rows):
         store_df = space_df  # the read's spaces are the store
     else:
         store_df = store.keyword_term_df([t for t in terms if t is not None], context)

@@ -17,6 +17,7 @@ import numpy as np
 
 from memory_core import times
 from memory_core.channels import keyword, registry
+from memory_core.channels.keyword_corpus import corpus_of
 from memory_core.channels.base import ChannelContext, SearchParts, Stage
 from memory_core.config import FusionMethod, FusionSpec
 from memory_core.errors import MemoryCoreError
@@ -175,7 +176,8 @@ def completed_scores(comp: SearchParts, request: RetrieveRequest, space_id: str,
         found = keyword.search(comp.store, space_id, request.query, flt, len(missing),
                                ch.keyword_context_weight, ch.keyword_space_df_max,
                                ch.keyword_idf, ch.keyword_idf_prior_rows, read_spaces,
-                               ch.keyword_index, ch.keyword_index_threshold, among=missing)
+                               ch.keyword_index, ch.keyword_index_threshold, among=missing,
+                               corpus=corpus_of(ch))
         done.update((c.memory_id, c.score) for c in found)
 
 

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from memory_core.channels import keyword
+from memory_core.channels.keyword_corpus import corpus_of
 from memory_core.channels.base import SearchParts
 from memory_core.errors import MemoryCoreError
 from memory_core.filters.compile import compile_filter
@@ -33,7 +34,8 @@ def evidence_probe(comp: SearchParts, request: RetrieveRequest, query_vec: Any, 
             dense = comp.dense.search(space_id, query_vec, flt, depth)
             ch = comp.spec.channels
             kw = keyword.search(comp.store, space_id, request.query, flt, depth,
-                                index=ch.keyword_index, index_threshold=ch.keyword_index_threshold)
+                                index=ch.keyword_index, index_threshold=ch.keyword_index_threshold,
+                                corpus=corpus_of(ch))
         except MemoryCoreError:
             raise
         except Exception as exc:  # recorded per space, see the docstring

@@ -98,6 +98,11 @@ class ChannelsSpec:
     # small spaces; it is the IDF of the collection searched (docs/recorded_figures.md)
     keyword_idf: str = "space"
     keyword_idf_prior_rows: float = 50.0
+    # keyword: BM25's collection statistics (N, average length, each word's document count:
+    # the prior's rate above) from this JSON file (channels/keyword_corpus.py) instead of from
+    # whatever spaces the store holds; needs keyword_index auto/postings and no
+    # keyword_space_df_max. A sharded run hands each unit the data set's (experiments/shard.py)
+    keyword_corpus: str | None = None
     # keyword: where BM25 is computed (channels/keyword.py): "fts5" in SQLite, "postings" from
     # in-memory postings of the searched spaces (store/postings.py; the same scores), "auto"
     # postings once the store holds keyword_index_threshold memories (FTS5 scores every
@@ -133,3 +138,7 @@ class ChannelsSpec:
         if self.keyword_idf not in ("store", "space"):
             raise ValueError("channels.keyword_idf must be 'store' or 'space', "
                              f"got {self.keyword_idf!r}")
+        if self.keyword_corpus is not None and (self.keyword_index == "fts5"
+                                                or self.keyword_space_df_max is not None):
+            raise ValueError("channels.keyword_corpus scores from the postings: it needs "
+                             "keyword_index auto or postings and no keyword_space_df_max")

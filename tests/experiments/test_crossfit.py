@@ -67,6 +67,48 @@ def _fake_run(scored, model, run_dir: Path, data_dir, overrides, progress, *, sh
     return run_dir
 
 
+def _fake_train(train, out: Path, data_dir, overrides, progress):
+    """A fold's model directory, naming what it trained on."""
+    out.mkdir(parents=True)
+    (out / "trained.json").write_text(json.dumps(list(train)))
+    return out
+
+
+@pytest.mark.slow
+def test_folds_sharded_on_ray_join_as_the_folds_run_here(tmp_path, monkeypatch):
+    """``executor``: each fold a Ray task (a new local instance of 2 CPUs, started and
+    stopped by the cross-fit); the joined run is the one the folds give one after another,
+    and a fold whose worker died (the shard test hook) is run again from the start."""
+    pytest.importorskip("ray", reason="ray is not installed (the `ray` extra)")
+    import sys
+
+    from ray import cloudpickle  # pyright: ignore[reportMissingImports]
+
+    from experiments.shard import EXIT_ENV
+    from experiments.specs import RayExecSpec
+
+    monkeypatch.setenv("RAY_USAGE_STATS_ENABLED", "0")
+    kw = {"folds": 3, "seed": 4, "conversations": CONVS, "progress": False,
+          "trainer": _fake_train, "runner": _fake_run, "catalogue": lambda data_dir: CONVS}
+    here = crossfit(tmp_path / "here", **kw)
+    monkeypatch.setenv(EXIT_ENV, "fold1=1")
+    module = sys.modules[__name__]  # the fakes go to the workers by value: not on their path
+    cloudpickle.register_pickle_by_value(module)
+    try:
+        there = crossfit(tmp_path / "ray", executor=RayExecSpec(num_cpus=2), **kw)
+    finally:
+        cloudpickle.unregister_pickle_by_value(module)
+    assert (there / "fold1" / "exit_hook" / "attempt-1").is_file()  # died once, run again
+    assert rundir.load_per_query(here).equals(rundir.load_per_query(there))
+    a, b = (json.loads((d / rundir.METRICS_FILE).read_text())["crossfit"] for d in (here, there))
+    assert [f["conversations"] for f in a["folds"]] == [f["conversations"] for f in b["folds"]]
+    assert [f["model"] for f in a["folds"]] == [f["model"] for f in b["folds"]]
+    assert "executor" not in a and b["executor"]["units"] == 3
+    for k in range(3):
+        assert (here / f"fold{k}/model/trained.json").read_text() == \
+            (there / f"fold{k}/model/trained.json").read_text()
+
+
 def test_no_fold_model_trains_on_a_conversation_it_is_scored_on(tmp_path):
     trained: dict[str, list[str]] = {}
 
@@ -203,3 +245,23 @@ def test_two_real_conversations_cross_fit_end_to_end(tmp_path):
     assert set(frame.get_column("conversation").unique().to_list()) == {"conv-26", "conv-30"}
     assert set(frame.get_column("mode").unique().to_list()) == {"fast", "accurate"}
     assert "| raw_turns | recall@5 |" in report(out, n_resamples=100)
+
+
+def test_a_fold_models_card_names_the_drivers_command(tmp_path, monkeypatch):
+    """The command a fold's card records is read where the cross-fit was started and handed
+    to each fold (a Ray worker's own arguments are Ray's, not the user's)."""
+    import experiments.train_stacked
+
+    seen: list[str] = []
+
+    def fake_train_stacked(recipe, *, spec, data_dir, progress, command):
+        seen.append(command)
+        Path(recipe.out).mkdir(parents=True)
+        monkeypatch.setattr("sys.argv", ["default_worker.py", "--node-ip-address=x"])
+        return Path(recipe.out), None  # the next fold runs where argv is a worker's
+
+    monkeypatch.setattr(experiments.train_stacked, "train_stacked", fake_train_stacked)
+    monkeypatch.setattr("sys.argv", ["crossfit.py", "--out", "DIR", "--folds", "2"])
+    crossfit(tmp_path / "xf", folds=2, conversations=CONVS[:2], progress=False,
+             runner=_fake_run, catalogue=lambda data_dir: CONVS)
+    assert seen == ["python -m experiments.crossfit --out DIR --folds 2"] * 2

@@ -3,9 +3,11 @@
 Without ray: the config is typed, the rows are joined in one process's order and checked
 (a missing or repeated row fails, naming the question), the test hook parses. With ray (the
 ``ray`` extra; CI installs it): a sharded smoke run on a new local Ray instance (2 CPUs, a
-200 MB object store, started and stopped by the run) equals the in-process run byte for byte;
-a unit whose worker dies once is retried and the run has every question; one that dies twice
-fails the run naming the unit.
+200 MB object store, started and stopped by the run) equals the in-process run byte for byte
+with the default hybrid channels (BM25 on: the first phase hands every unit the data set's
+statistics, which equal the one store's); a unit whose worker dies once is retried and the
+run has every question; one that dies twice fails the run naming the unit; a unit whose
+evaluation died asks its questions on a store built afresh.
 """
 
 from __future__ import annotations
@@ -21,8 +23,9 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 from experiments.query_row import QueryRow, Ranked
-from experiments.run import join_rows, run_experiment
+from experiments.run import run_experiment
 from experiments.shard import EXIT_ENV, IncompleteRunError, UnitFailedError, exit_hook
+from experiments.units import UnitOutcome, join_rows
 from experiments.specs import Executor
 from experiments.config import eval_spec
 
@@ -30,6 +33,7 @@ ROOT = Path(__file__).resolve().parents[2]
 CONF = ROOT / "conf"
 SMOKE = ["experiment=smoke", "channels=dense_only", "eval.n_resamples=200", "progress=false",
          "paths.output_dir=/unused", "paths.root_dir=/unused"]
+HYBRID = [o for o in SMOKE if o != "channels=dense_only"]  # the default channels, BM25 on
 RAY = ["eval.executor=ray", "eval.ray.num_cpus=2", "eval.ray.object_store_memory=200000000"]
 
 
@@ -88,8 +92,6 @@ def test_join_rows_keeps_one_process_order_and_checks_every_row():
 
 
 def _unit(rows):
-    from experiments.run import UnitOutcome
-
     return UnitOutcome(tuple(rows), {}, {}, {}, {}, {})
 
 
@@ -117,14 +119,26 @@ def _needs_ray():
 @pytest.mark.model
 @pytest.mark.slow
 def test_a_sharded_run_equals_the_run_in_one_process(tmp_path, monkeypatch):
-    """channels=dense_only: every channel it runs reads only the searched space. (With the
-    keyword channel on, BM25 reads store-wide statistics and a unit's own store ranks with
-    its space's: docs/workbench.md "one run sharded".)"""
+    """The default hybrid channels: BM25 reads the collection's statistics beside the
+    searched space, and every unit reads the data set's (``shards/keyword_corpus.json``, the
+    sum of each space's store's, the inbox space no question asks included), which are the
+    one store's. (With ``eval.ray.keyword_stats=unit``, each unit's own, this test fails: the
+    four TREC files differ.)"""
     _needs_ray()
+    from memory_core import MemoryEngine
+    from memory_core.channels.keyword_corpus import load, of_store
+
     monkeypatch.setenv("RAY_USAGE_STATS_ENABLED", "0")
     local, sharded = tmp_path / "local", tmp_path / "ray"
-    run_experiment(_compose([*SMOKE, "eval.modes=[fast,accurate]"]), local)
-    meta = run_experiment(_compose([*SMOKE, "eval.modes=[fast,accurate]", *RAY]), sharded)
+    run_experiment(_compose([*HYBRID, "eval.modes=[fast,accurate]"]), local)
+    meta = run_experiment(_compose([*HYBRID, "eval.modes=[fast,accurate]", *RAY]), sharded)
+    first = meta["executor"]["first_phase"]
+    assert first["units"] == 3 and [u["unit"] for u in first["built_only"]] == ["inbox"]
+    given = load(sharded / first["keyword_corpus"]["path"])
+    with MemoryEngine.open(local / "store") as one:
+        whole = of_store(one.store, [s.space_id for s in one.list_spaces()])
+    assert given.totals() == whole.totals() and dict(given.df) == dict(whole.df)
+    assert "data set's" in meta["executor"]["rankings"]
     trec = sorted(p.name for p in local.glob("*.trec"))
     assert len(trec) == 4 and trec == sorted(p.name for p in sharded.glob("*.trec"))
     for name in [*trec, "qrels.txt"]:
@@ -201,3 +215,31 @@ def test_a_sharded_run_on_an_existing_cluster(tmp_path):
     assert (run / "shards" / "mobile" / "exit_hook" / "attempt-1").is_file()  # died, retried
     rows = pl.read_parquet(run / "per_query.parquet")
     assert len(rows) == meta["denominators"]["scored"] * 2  # every question, both views
+
+
+@pytest.mark.model
+@pytest.mark.slow
+def test_a_unit_whose_evaluation_died_starts_its_store_over(tmp_path):
+    """The second phase asks on the store the first built, once: a retried evaluation (its
+    ``evaluating`` mark left by the attempt that died) builds the store afresh, and asks
+    the same questions with the same rankings (no Ray needed: the unit's functions)."""
+    from experiments.config import run_config
+    from experiments.data.registry import load as load_data
+    from experiments.evaluate import scorable_among
+    from experiments.units import EVALUATING, UnitWork, build_unit, evaluate_unit, unit_dataset
+
+    run = run_config(_compose([*HYBRID, "eval.modes=[fast]"]))
+    data = load_data(run.data, run.data_dir)
+    queries = [q for q in scorable_among(data, data.memory_keys())[0]
+               if q.gold_space == "payments"]
+    work = UnitWork(unit_dataset(data, "payments", queries), run.engine, run.eval, None,
+                    any(m.memory_type == "observation" for m in data.memories))
+    built = build_unit(work, tmp_path)
+    assert len(built.ids.id_of) == len(work.dataset.memories) and built.corpus.own[0] > 0
+    work = UnitWork(work.dataset, work.spec, work.ev, None, work.has_observations, built)
+    first = evaluate_unit(work, tmp_path)
+    assert first.cost["store"] == "first phase" and (tmp_path / EVALUATING).is_file()
+    again = evaluate_unit(work, tmp_path)  # as a retry after a death mid-evaluation
+    assert "store" not in again.cost and again.cost["build_s"] > 0
+    assert [(r.query_id, r.view, r.keys) for r in again.rows] == \
+        [(r.query_id, r.view, r.keys) for r in first.rows] and len(first.rows) > 0
