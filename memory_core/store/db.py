@@ -29,11 +29,12 @@ class Database:
     # what the shared queries and the filter compiler write for (store/sql.py); the
     # PostgreSQL store sets its own
     dialect: Dialect = SQLITE
+    # the thread inside transaction(), if any: its read caches keep nothing (_stamped_cache)
+    _writer: int | None = None
 
     def __init__(self, path: str | Path):
         self.path = str(path)
         self._lock = threading.RLock()
-        self._writing = False  # inside transaction(): read caches keep nothing
         # per thread, inside read_snapshot(): the store stamp (.value: None outside a snapshot,
         # -1 not read yet, else the stamp)
         self._snapshot_stamp = threading.local()
@@ -74,6 +75,14 @@ class Database:
         with self.transaction() as c:
             migrate(c, fresh)
 
+    @property
+    def _writing(self) -> bool:
+        """Whether the calling thread is inside this store's write transaction: its reads see
+        rows a rollback may still take back, so read caches keep nothing. Another thread's
+        reads meanwhile wait for the store's lock (its statements) or read the caches as they
+        stand (committed values): for them no write is in progress yet."""
+        return self._writer == threading.get_ident()
+
     def close(self) -> None:
         with self._lock:
             self._conn.close()
@@ -83,7 +92,7 @@ class Database:
         """``BEGIN IMMEDIATE`` ... ``COMMIT``; any exception rolls the whole batch back."""
         with self._lock, self._translated():
             self._conn.execute("BEGIN IMMEDIATE")
-            self._writing = True  # read caches keep nothing until it ends (_stamped_cache)
+            self._writer = threading.get_ident()
             try:
                 yield self._conn
             except BaseException:
@@ -92,7 +101,7 @@ class Database:
             else:
                 self._conn.execute("COMMIT")
             finally:
-                self._writing = False
+                self._writer = None
 
     @contextmanager
     def read_snapshot(self) -> Iterator[None]:
@@ -173,7 +182,7 @@ class Database:
         Inside this store's own write transaction (the thread holding it may read) the rows it
         added are not committed and a rollback would hand their row numbers to a later write:
         there the caller gets a throwaway dict, and nothing read is kept."""
-        if self.__dict__.get("_writing"):
+        if self._writing:
             return {}
         stamp = self.store_stamp()
         held = self.__dict__.get(name)

@@ -103,7 +103,6 @@ class PgDatabase(Database):
         self.uri = uri
         self.path = redact_url(uri)
         self._lock = threading.RLock()
-        self._writing = False
         self._snapshot_stamp = threading.local()
         self._analyzed_rows = 0  # the newest row when this process last ran ANALYZE
         self._scope_stamp = threading.local()
@@ -188,11 +187,11 @@ class PgDatabase(Database):
             conn = self._connection()
             with conn.transaction():
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
-                self._writing = True  # read caches keep nothing until it ends
+                self._writer = threading.get_ident()  # its read caches keep nothing
                 try:
                     yield _Tx(conn)
                 finally:
-                    self._writing = False
+                    self._writer = None
 
     @contextmanager
     def read_snapshot(self) -> Iterator[None]:

@@ -2,6 +2,8 @@
 read again by every stamped read cache (7 of a fast read's 15 SQLite statements; on
 PostgreSQL each a round trip), and a write committed before a request is still seen by it."""
 
+import threading
+
 import pytest
 
 from memory_core import MemoryEngine
@@ -55,3 +57,37 @@ def test_the_next_request_sees_another_processes_write(engine, store_location, h
     later = engine.retrieve(query="standup cancelled", space_id="notes", mode="fast", limit=20)
     assert new_id not in {r.memory_id for r in first.results}
     assert new_id in {r.memory_id for r in later.results}
+
+
+def test_a_read_on_another_thread_waits_for_a_write_in_progress(engine):
+    """The service runs reads beside writes on worker threads: a keyword read that starts
+    while another thread holds the store's write transaction waits for its commit and sees
+    its rows. (PostgreSQL's keyword mirror took the writer's flag for its own and failed the
+    read with a RuntimeError: a 500 under ``benchmarks.serve_load`` with two processes.)"""
+    store = engine.store
+    before = store.fulltext_sizes(["notes"])
+    entered, release = threading.Event(), threading.Event()
+    got: dict[str, object] = {}
+
+    def write() -> None:
+        with store.transaction():
+            entered.set()
+            release.wait(10)
+
+    def read() -> None:
+        try:
+            got["sizes"] = store.fulltext_sizes(["notes"])
+        except Exception as exc:  # the failure under test, reported by the assertion below
+            got["error"] = exc
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    assert entered.wait(10)
+    reader = threading.Thread(target=read)
+    reader.start()
+    reader.join(0.3)
+    assert reader.is_alive()  # waiting for the write's lock
+    release.set()
+    writer.join(10)
+    reader.join(10)
+    assert got == {"sizes": before}
