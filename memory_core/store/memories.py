@@ -244,6 +244,19 @@ class MemoryQueries(Database):
         return int(self._query("SELECT COUNT(*) FROM memories WHERE passage_id = ?",
                                (passage_id,))[0][0])
 
+    def space_version(self, space_id: str) -> int:
+        """One space's version (see ``versions``). Only a batch adding memories moves a
+        version (:meth:`insert_batch`), and it moves the store's stamp with it, so versions read
+        are kept while the stamp stays put (:meth:`_stamped_cache`): a read asks for its
+        space's several times."""
+        kept: dict[str, int] = self._stamped_cache("_space_versions", 4096)
+        version = kept.get(space_id)
+        if version is None:
+            rows = self._query("SELECT version FROM space_versions WHERE space_id = ?",
+                               (space_id,))
+            version = kept[space_id] = int(rows[0][0]) if rows else 0
+        return version
+
     def count_memories(self, space_id: str | None = None) -> int:
         """How many memories the space (None: the store) holds. Counting reads every row (4-6
         ms at 100,000), so a count is kept until a write moves what it was read at: the
@@ -252,8 +265,7 @@ class MemoryQueries(Database):
         if space_id is None:
             stamp: tuple = (self.store_stamp(),)
         else:
-            stamp = tuple(self._query("SELECT COALESCE(MAX(version), 0) FROM space_versions "
-                                      "WHERE space_id = ?", (space_id,))[0])
+            stamp = (self.space_version(space_id),)
         cache: dict[str | None, tuple[tuple, int]] = self.__dict__.setdefault("_counts", {})
         kept = cache.get(space_id)
         if kept is not None and kept[0] == stamp:

@@ -58,10 +58,14 @@ class SessionQueries(Database):
             raise ValueError(f"metadata key may not hold quotes or backslashes: {role_key!r}")
         d = self.dialect
         path, roleless = d.key_param(role_key), d.roleless
-        out: dict[int, int] = {}
-        for chunk in _chunks(sorted(set(rowids)), 500):
+        # (role_key, rowid) -> its reply's rowid or None: a reply is fixed by the rows of its
+        # session, which only a write adding memories changes, so the answers are kept while
+        # the store's stamp stays put (a read asks again about the turns it pooled before)
+        known: dict[tuple[str, int], int | None] = self._stamped_cache("_replies", 200_000)
+        wanted = sorted(set(rowids))
+        for chunk in _chunks([r for r in wanted if (role_key, r) not in known], 500):
             marks = ",".join("?" * len(chunk))
-            out.update((int(q), int(r)) for q, r in self._query(
+            found = {int(q): int(r) for q, r in self._query(
                 "SELECT q.rowid, (SELECT m.rowid FROM memories m WHERE m.space_id = q.space_id "
                 "AND m.session_id = q.session_id AND m.memory_type = 'fact' "
                 f"AND m.user_id {d.same} q.user_id AND m.agent_id {d.same} q.agent_id "
@@ -70,17 +74,16 @@ class SessionQueries(Database):
                 f"FROM memories q WHERE q.rowid IN ({marks}) AND q.session_id IS NOT NULL "
                 f"AND q.memory_type = 'fact' AND {d.has_question.format('q')} "
                 f"AND {roleless.format('q')}", (*chunk, path))
-                if r is not None)
-            if not out:
-                continue
-            answers = sorted(set(out.values()))
-            rmarks = ",".join("?" * len(answers))
-            with_role = {int(r[0]) for r in self._query(
-                f"SELECT rowid FROM memories m WHERE rowid IN ({rmarks}) "
-                f"AND NOT ({roleless.format('m')})", (*answers, path))}
-            for q in [q for q, r in out.items() if r in with_role]:
-                del out[q]
-        return out
+                if r is not None}
+            if found:
+                answers = sorted(set(found.values()))
+                rmarks = ",".join("?" * len(answers))
+                with_role = {int(r[0]) for r in self._query(
+                    f"SELECT rowid FROM memories m WHERE rowid IN ({rmarks}) "
+                    f"AND NOT ({roleless.format('m')})", (*answers, path))}
+                found = {q: r for q, r in found.items() if r not in with_role}
+            known.update(((role_key, q), found.get(q)) for q in chunk)
+        return {q: r for q in wanted if (r := known.get((role_key, q))) is not None}
 
     def session_lengths(self, rowids: Iterable[int]
                         ) -> tuple[dict[int, SessionKey], dict[SessionKey, SessionTurns]]:

@@ -43,11 +43,6 @@ class SpaceQueries(Database):
                            "LEFT JOIN space_versions v ON v.space_id = s.space_id")
         return {r[0]: int(r[1]) for r in rows}
 
-    def space_version(self, space_id: str) -> int:
-        """One space's version (see :meth:`versions`)."""
-        rows = self._query("SELECT version FROM space_versions WHERE space_id = ?", (space_id,))
-        return int(rows[0][0]) if rows else 0
-
 
 def _space(row: sqlite3.Row) -> Space:
     return Space(row["space_id"], row["description"], bool(row["is_default"]),

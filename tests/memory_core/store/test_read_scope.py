@@ -59,6 +59,53 @@ def test_the_next_request_sees_another_processes_write(engine, store_location, h
     assert new_id in {r.memory_id for r in later.results}
 
 
+def _statements(store, monkeypatch) -> list[str]:
+    """The SQL the store runs through its query helper while the test runs."""
+    ran: list[str] = []
+    real = type(store)._query
+
+    def counted(self, sql, params=()):
+        ran.append(sql)
+        return real(self, sql, params)
+
+    monkeypatch.setattr(type(store), "_query", counted)
+    return ran
+
+
+def test_space_versions_and_replies_are_read_once_per_store_state(
+        backend_engine, store_location, hash_embedder, monkeypatch):
+    """A fast read asks for its space's version three times and for the replies of the turns
+    it pooled, mostly the same turns as the read before: both are kept while the store's stamp
+    stays put, and a write by another process (which moves the stamp) is seen at once."""
+    engine = backend_engine
+    engine.create_space("chat", description="a chat")
+    ids = engine.write_many("chat", [
+        {"content": "Where is the party?", "session_id": "s1", "timestamp": "2024-05-01T10:00"},
+        {"content": "At Bob's place.", "session_id": "s1", "timestamp": "2024-05-01T10:05"},
+        {"content": "Any plans this weekend?", "session_id": "s1",
+         "timestamp": "2024-05-01T10:10"},
+    ])
+    store = engine.store
+    rowids = [int(i.removeprefix("mem_")) for i in ids]
+    version = store.space_version("chat")
+    assert store.replies(rowids, "role") == {rowids[0]: rowids[1]}
+    ran = _statements(store, monkeypatch)
+    assert store.space_version("chat") == version
+    assert store.count_memories("chat") == 3
+    assert store.replies(rowids, "role") == {rowids[0]: rowids[1]}
+    assert [s for s in ran if "space_versions" in s or "q.rowid" in s] == []
+
+    other = MemoryEngine.open(store_location, embedder=hash_embedder)
+    try:  # a reply written later, between the question and the old reply
+        [between] = other.write_many("chat", [{"content": "Let me check.", "session_id": "s1",
+                                               "timestamp": "2024-05-01T10:01"}])
+    finally:
+        other.close()
+    assert store.space_version("chat") == version + 1
+    assert store.count_memories("chat") == 4
+    assert store.replies(rowids, "role") == {rowids[0]: int(between.removeprefix("mem_"))}
+
+
 def test_a_read_on_another_thread_waits_for_a_write_in_progress(engine):
     """The service runs reads beside writes on worker threads: a keyword read that starts
     while another thread holds the store's write transaction waits for its commit and sees
