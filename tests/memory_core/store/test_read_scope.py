@@ -7,6 +7,7 @@ import threading
 import pytest
 
 from memory_core import MemoryEngine
+from memory_core.store import rowid_of
 
 
 @pytest.fixture
@@ -86,7 +87,7 @@ def test_space_versions_and_replies_are_read_once_per_store_state(
          "timestamp": "2024-05-01T10:10"},
     ])
     store = engine.store
-    rowids = [int(i.removeprefix("mem_")) for i in ids]
+    rowids = [rowid_of(i) for i in ids]
     version = store.space_version("chat")
     assert store.replies(rowids, "role") == {rowids[0]: rowids[1]}
     ran = _statements(store, monkeypatch)
@@ -103,7 +104,7 @@ def test_space_versions_and_replies_are_read_once_per_store_state(
         other.close()
     assert store.space_version("chat") == version + 1
     assert store.count_memories("chat") == 4
-    assert store.replies(rowids, "role") == {rowids[0]: int(between.removeprefix("mem_"))}
+    assert store.replies(rowids, "role") == {rowids[0]: rowid_of(between)}
 
 
 def test_a_read_on_another_thread_waits_for_a_write_in_progress(engine):
