@@ -106,10 +106,12 @@ class ChannelsSpec:
     # keyword: where BM25 is computed (channels/keyword.py): "fts5" in SQLite, "postings" from
     # in-memory postings of the searched spaces (store/postings.py; the same scores), "auto"
     # postings once the store holds keyword_index_threshold memories (FTS5 scores every
-    # matching row of the store). benchmarks/scale.py, keyword alone, p50 FTS5 / postings:
-    # 1k 0.6 / 0.4 ms, 3k 1.2 / 0.5, 10k 6.9 / 1.0, 100k 68 / 1.9, 1M 541 / 9.7
+    # matching row of the store). benchmarks/scale.py on its synthetic sentences, keyword
+    # alone, p50 FTS5 / postings: 100 0.20 / 0.13 ms, 300 0.28 / 0.22, 1k 0.45 / 0.18,
+    # 3k 0.92 / 0.20 (2026-12-05), 10k 6.9 / 1.0, 100k 68 / 1.9, 1M 541 / 9.7: the postings
+    # at every size, so 0 (it was 1,000 until 2026-12-05)
     keyword_index: str = "auto"
-    keyword_index_threshold: int = 1_000
+    keyword_index_threshold: int = 0
     # a write brings the written space's postings up to date with its own rows (where the
     # space's reads use postings, with the keyword channel on), so the first read after a write
     # burst pays no build: measured on LongMemEval S haystacks (benchmarks/floor_haystacks.py,

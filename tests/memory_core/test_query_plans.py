@@ -8,11 +8,13 @@ tag tests must be index lookups.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import pytest
 
 from memory_core import MemoryEngine
+from memory_core.config import EngineSpec
 
 # a table read whole: not one read through an index, a virtual table's own search, or the one
 # row of a SELECT without FROM ("SCAN CONSTANT ROW", whose subqueries have plan lines of their own)
@@ -21,8 +23,19 @@ FULL_SCAN = re.compile(r"^SCAN (?!CONSTANT ROW$)(\w+)\b"
 
 
 def _plans(hash_embedder) -> dict[str, list[str]]:
-    """Statement -> its plan lines, for every SELECT of one filtered, dated retrieve."""
-    eng = MemoryEngine.open(":memory:", embedder=hash_embedder)
+    """Statement -> its plan lines, for every SELECT of one filtered, dated retrieve, with the
+    keyword channel's default index (in-memory postings) and with FTS5 scoring in SQL."""
+    plans: dict[str, list[str]] = {}
+    for index in ("auto", "fts5"):
+        plans.update(_plans_of(hash_embedder, index))
+    return plans
+
+
+def _plans_of(hash_embedder, index: str) -> dict[str, list[str]]:
+    spec = EngineSpec()
+    spec = dataclasses.replace(spec, channels=dataclasses.replace(spec.channels,
+                                                                  keyword_index=index))
+    eng = MemoryEngine.open(":memory:", spec, embedder=hash_embedder)
     eng.create_space("s")
     eng.write_many("s", [{"content": f"Alice met Bob in Paris on June {i % 28 + 1}, 2024 about "
                                      f"project {i}", "tags": [f"project:{i % 5}"],

@@ -40,10 +40,12 @@ def _items(rng: random.Random, n: int, sessions: int) -> list[dict]:
 
 
 def _engine(hash_embedder, index: str, seed: int = 0, batches: int = 3,
-            on_write: bool = True) -> MemoryEngine:
+            on_write: bool = True, threshold: int | None = None) -> MemoryEngine:
     spec = EngineSpec()
     spec = dataclasses.replace(spec, channels=dataclasses.replace(
-        spec.channels, keyword_index=index, keyword_index_on_write=on_write))
+        spec.channels, keyword_index=index, keyword_index_on_write=on_write,
+        keyword_index_threshold=(spec.channels.keyword_index_threshold if threshold is None
+                                 else threshold)))
     eng = MemoryEngine.open(":memory:", spec, embedder=hash_embedder)
     rng = random.Random(seed)
     for s in SPACES:
@@ -152,7 +154,10 @@ def test_a_write_from_another_connection_during_a_refresh(hash_embedder, tmp_pat
                                                           monkeypatch):
     """Another process writes a turn between the refresh's reads: they share one snapshot,
     so the rows and the links agree; the next search catches up with the new turn."""
-    a = MemoryEngine.open(tmp_path, embedder=hash_embedder)
+    spec = EngineSpec()  # the refresh below is the space's first: none on the write
+    spec = dataclasses.replace(spec, channels=dataclasses.replace(
+        spec.channels, keyword_index_on_write=False))
+    a = MemoryEngine.open(tmp_path, spec, embedder=hash_embedder)
     b = MemoryEngine.open(tmp_path, embedder=hash_embedder)
     try:
         a.create_space("s")
@@ -288,13 +293,16 @@ def test_auto_uses_the_postings_from_the_threshold(hash_embedder):
         eng.close()
 
 
-@pytest.mark.parametrize(("index", "on_write", "fresh"), [
-    ("postings", True, True), ("postings", False, False), ("fts5", True, False),
-    ("auto", True, False)])  # auto: the store is under keyword_index_threshold (1,000 rows)
-def test_a_write_brings_the_spaces_postings_up_to_date(hash_embedder, index, on_write, fresh):
+@pytest.mark.parametrize(("index", "on_write", "threshold", "fresh"), [
+    ("postings", True, None, True), ("postings", False, None, False),
+    ("fts5", True, None, False),
+    ("auto", True, None, True),  # the default threshold (0): every store scores from postings
+    ("auto", True, 1_000, False)])  # a store under keyword_index_threshold: FTS5, none built
+def test_a_write_brings_the_spaces_postings_up_to_date(hash_embedder, index, on_write,
+                                                       threshold, fresh):
     """Where the space's searches score from postings, a write leaves them at the space's
     version (its next search refreshes nothing); elsewhere nothing is built."""
-    eng = _engine(hash_embedder, index, batches=2, on_write=on_write)
+    eng = _engine(hash_embedder, index, batches=2, on_write=on_write, threshold=threshold)
     try:
         state = eng.store.current_postings("a")
         assert (state is not None and state.version == eng.store.space_version("a")) is fresh
