@@ -24,7 +24,6 @@ but says nothing inside its own.
 
 from __future__ import annotations
 
-import re
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from types import MappingProxyType
@@ -33,12 +32,12 @@ import numpy as np
 
 from memory_core.channels.base import ChannelContext, ChannelResult, Stage
 from memory_core.store import SqlFilter, StoreBackend, memory_id_of
+from memory_core.store.postings import WORD
 from memory_core.channels.keyword_corpus import KeywordCorpus, corpus_of, unscorable
 from memory_core.channels.keyword_postings import (fts5_idf, postings_scores, smoothed_idf,
                                                    uses_postings)
 from memory_core.types import Candidate, Channel, Retrieval, new_candidate
 
-_WORD = re.compile(r"[^\W_]+", re.UNICODE)
 
 STOPWORDS = frozenset("""
 a an and are as at be been being but by can could did do does doing for from had has have
@@ -51,7 +50,7 @@ where which who whom why will with would you your yours about over under again j
 def query_words(query: str) -> list[str]:
     """The query's content words, lower-cased, in order, each once."""
     words: list[str] = []
-    for w in _WORD.findall(query.lower()):
+    for w in WORD.findall(query.lower()):
         if w not in STOPWORDS and w not in words:
             words.append(w)
     return words

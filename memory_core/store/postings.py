@@ -1,4 +1,4 @@
-"""In-memory BM25 postings of one large space: the keyword channel's index above a size.
+"""In-memory BM25 postings of one space: the keyword channel's index (``keyword_index``).
 
 FTS5 answers an OR query by scoring every row that holds any of its words, store-wide, through
 its ``bm25()`` function (about 1.4 us a row here) before the space and the filter are applied:
@@ -30,6 +30,7 @@ one state whole, whatever writers or other searches do meanwhile.
 
 from __future__ import annotations
 
+import re
 import sqlite3
 import threading
 import time
@@ -46,6 +47,9 @@ K1 = 1.2
 B = 0.75
 _CHUNK = 20_000       # rows tokenized per statement batch
 _BULK_NEIGHBOURS = 5_000  # above this many new rows, every turn's neighbours are read at once
+# a query's words as the keyword channel splits them (channels/keyword.py), over lower case
+WORD = re.compile(r"[^\W_]+", re.UNICODE)
+WORDS_KEPT = 100_000  # the tokenizer's word cache: at most this many words, then it starts again
 
 
 class Fts5Tokenizer:
@@ -83,10 +87,20 @@ class Fts5Tokenizer:
         with self._lock:
             return self._term_of(words)
 
+    def learn(self, texts: Iterable[str]) -> None:
+        """The words of ``texts`` (split as a query is, :data:`WORD`) tokenized now, for
+        :meth:`term_of`: a question's words are mostly words of the memories it asks about,
+        so a refresh that tokenizes new rows learns their words too, and a read need not run
+        the scratch table for them (the same term either way: the word alone, tokenized)."""
+        with self._lock:
+            words = dict.fromkeys(w for text in texts for w in WORD.findall(text.lower()))
+            self._term_of([w for w in words if w not in self._words][:WORDS_KEPT])
+
     def _term_of(self, words: Sequence[str]) -> list[str | None]:
-        if len(self._words) > 100_000:  # a bounded cache: start again
-            self._words.clear()
         new = [w for w in dict.fromkeys(words) if w not in self._words]
+        if new and len(self._words) + len(new) > WORDS_KEPT:  # a bounded cache: start again
+            self._words.clear()
+            new = list(dict.fromkeys(words))
         if new:
             pairs, _ = self.counts(list(enumerate(new, start=1)), lengths=False)
             found: dict[int, list[str]] = {}
@@ -193,6 +207,7 @@ class PostingState:
             chunk = [(first + i + j + 1, text)
                      for j, (_, text) in enumerate(rows[i:i + _CHUNK])]
             pairs, lens = tokenizer.counts(chunk)
+            tokenizer.learn(text for _, text in chunk)
             for key, n in lens.items():
                 lengths[key - 1 - first] = n
             if not pairs:

@@ -13,7 +13,7 @@ import pytest
 from memory_core import MemoryEngine
 from memory_core.channels import keyword
 from memory_core.config import ChannelsSpec, EngineSpec
-from memory_core.store import SqlFilter
+from memory_core.store import SqlFilter, postings
 from memory_core.store.postings import TOKENIZE, Fts5Tokenizer, fts5_totals
 from memory_core.store.schema import SCHEMA
 
@@ -318,7 +318,6 @@ def test_a_write_brings_the_spaces_postings_up_to_date(hash_embedder, index, on_
 def test_a_build_in_many_chunks_equals_one_in_one(hash_embedder, monkeypatch):
     """Rows tokenized in several statement batches (a term's postings then come in several
     pieces) give every term the same positions and counts as one batch."""
-    from memory_core.store import postings
 
     eng = _engine(hash_embedder, "fts5", batches=3)
     try:
@@ -358,6 +357,28 @@ def test_the_tokenizer_is_fts5s():
     assert sorted(pairs) == [("puppi", 5, 2), ("ran", 5, 2), ("the", 5, 2)] and lengths == {}
     # a word read as no token or as several has no one term
     assert tok.term_of(["...", "e-mail", "puppies"]) == [None, None, "puppi"]
+
+
+def test_a_refresh_learns_its_rows_words_for_the_queries(monkeypatch):
+    """The words of tokenized rows are known before a query asks (no scratch table at the
+    read), each with the term the word alone gets; an overflowing word cache starts again
+    without losing a query's answer."""
+    tok = Fts5Tokenizer()
+    state = postings.PostingState().extended(postings.Delta(1, [
+        (1, "Caroline's puppies ran to the LGBTQ café"), (2, "e-mail 3pm, naïve runs")]), tok)
+    assert state.size == 2
+    learned = dict(tok._words)
+    assert {"caroline", "puppies", "lgbtq", "café", "e", "mail", "3pm", "naïve",
+            "runs"} <= learned.keys()
+    assert [learned[w] for w in learned] == Fts5Tokenizer().term_of(list(learned))
+    ran = []
+    real = Fts5Tokenizer.counts
+    monkeypatch.setattr(Fts5Tokenizer, "counts", lambda self, *a, **k: (ran.append(1), real(
+        self, *a, **k))[1])
+    assert tok.term_of(["puppies", "caroline"]) == ["puppi", "carolin"] and not ran
+    monkeypatch.setattr(postings, "WORDS_KEPT", len(learned) + 1)
+    assert tok.term_of(["puppies", "kittens", "running"]) == ["puppi", "kitten", "run"]
+    assert len(ran) == 1 and set(tok._words) == {"puppies", "kittens", "running"}
 
 
 def test_averages_record_holds_fts5s_row_and_token_counts(hash_embedder):
