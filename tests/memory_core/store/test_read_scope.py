@@ -1,6 +1,7 @@
-"""One request reads the store stamp once (``read_scope``; the keyword channel's snapshot reads
-its own), on both backends: it used to be read again by every stamped read cache (7 of a fast read's 15 SQLite statements; on
-PostgreSQL each a round trip), and a write committed before a request is still seen by it."""
+"""One request reads the store stamp once (``read_scope``; the keyword channel's snapshot
+reads its own), on both backends: it used to be read again by every stamped read cache (7 of a
+fast read's 15 SQLite statements; on PostgreSQL each a round trip), and a write committed
+before a request is still seen by it."""
 
 import threading
 
