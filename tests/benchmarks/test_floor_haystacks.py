@@ -31,6 +31,9 @@ def test_one_haystack_report(tmp_path):
     assert report["haystacks"] == 1 and report["written_fields"] == ["content", "timestamp"]
     assert (lat["fast_first"]["n"], lat["fast_next"]["n"], lat["fast_all"]["n"]) == (1, 2, 3)
     assert lat["bare_all"]["n"] == 3 and lat["write"]["n"] == 1
+    # the engine's part: each fast read less its query encode (a MiniLM forward pass, ms)
+    assert (lat["engine_first"]["n"], lat["engine_next"]["n"], lat["engine_all"]["n"]) == (1, 2, 3)
+    assert 0 < lat["engine_all"]["p50_ms"] < lat["fast_all"]["p50_ms"]
     assert report["turns_per_haystack"]["min"] > 100  # a real haystack, long chats
     assert report["ratios"]["all_p50"] == round(lat["fast_all"]["p50_ms"]
                                                 / lat["bare_all"]["p50_ms"], 3)
