@@ -190,6 +190,25 @@ class Database:
             held = self.__dict__[name] = (stamp, {})
         return held[1]
 
+    def _carried_cache(self, name: str, most: int, before: int, after: int, adding: int
+                       ) -> dict[Any, Any] | None:
+        """After this store's own write committed rows ``before + 1`` to ``after`` and nothing
+        else (``before`` read inside the write transaction, whose lock no other writer
+        shares), the read cache ``name`` held at stamp ``after``, for the writer to add the
+        ``adding`` rows it wrote: the entries held at stamp ``before`` carried over (a copy:
+        a thread still reading the old dict reads on) when there were such and all fit in
+        ``most``, else an empty dict; None (nothing kept) when ``adding`` alone exceeds
+        ``most``. Only for values that belong to one row and never change once it is
+        written (a memory's record, signature, entity keys, session key): what a write can
+        change (counts, versions, replies, session shapes) is dropped with the stamp."""
+        if self._writing or adding > most:
+            return None
+        held = self.__dict__.get(name)
+        kept = (dict(held[1]) if held is not None and held[0] == before
+                and len(held[1]) + adding <= most else {})
+        self.__dict__[name] = (after, kept)
+        return kept
+
     def _query(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
         with self._lock, self._translated():
             return self._conn.execute(sql, tuple(params)).fetchall()

@@ -10,15 +10,17 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from memory_core.store.db import Database
+from memory_core.store.entities import ENTITY_PAIRS_KEPT, ENTITY_ROWS_KEPT, SPACE_MAPS_KEPT
 from memory_core.store.ids import entity_key, memory_id_of
 from memory_core.store.minhash import pack_minhash, unpack_minhash
+from memory_core.store.sessions import SESSION_KEYS_KEPT, WrittenTurn
 from memory_core.store.sql import SqlFilter, _chunks
 from memory_core.store.turns import _refresh_turn_context
 from memory_core.types import Memory, MemoryType, frozen_map
@@ -77,10 +79,16 @@ class MemoryQueries(Database):
         number them (rows are never deleted): the one numbering on both backends, which the
         write lock ``transaction()`` holds makes safe across PostgreSQL's processes."""
         rowids: list[int] = []
+        passage_ids: list[int | None] = []
         with self.transaction() as c:
             row = c.execute("SELECT COALESCE(MAX(rowid), 0), (SELECT COALESCE(MAX(passage_id), "
                             "0) FROM passages) FROM memories").fetchone()
             next_row, next_passage = int(row[0]) + 1, int(row[1]) + 1
+            before = next_row - 1  # the store's stamp until this batch commits
+            # spaces holding no memory yet: all their rows will be this batch's
+            empty = {sp for sp in dict.fromkeys(it.space_id for it in items)
+                     if c.execute("SELECT 1 FROM memories WHERE space_id = ? LIMIT 1",
+                                  (sp,)).fetchone() is None}
             previous_passage: int | None = None
             for it in items:
                 passage_id = previous_passage if it.shares_passage else it.passage_id
@@ -115,6 +123,7 @@ class MemoryQueries(Database):
                               [(rowid, p) for p in it.scopes])
                 previous_passage = passage_id
                 rowids.append(rowid)
+                passage_ids.append(passage_id)
             if self.dialect.fulltext:
                 _refresh_turn_context(c, rowids)
             # every write moves its spaces' versions (what the response cache checks)
@@ -122,7 +131,76 @@ class MemoryQueries(Database):
                           "DO UPDATE SET version = space_versions.version + 1",
                           [(sp,) for sp in dict.fromkeys(it.space_id for it in items)])
         self._added(rowids[-1] if rowids else 0)
+        if rowids:
+            self._keep_written(items, rowids, passage_ids, before, empty)
         return rowids
+
+    def _keep_written(self, items: Sequence[NewMemory], rowids: list[int],
+                      passage_ids: list[int | None], before: int, empty: set[str]) -> None:
+        """The read caches of what never changes once a row is written, handed on from the
+        stamp before this batch to the stamp after it (:meth:`_carried_cache`), with the rows
+        just written added from the batch itself: the first reads of a space just written (a
+        conversation an agent has just stored) pool those rows, and would otherwise read
+        back, row by row, signatures, entity keys, sessions and metadata the write held.
+        Each value is what the cache's own read gives (tests compare them).
+
+        A space that held no memory before (``empty``) has all its rows in hand: its entity
+        map (:meth:`EntityQueries.space_entities`) is kept too, and extended by this store's
+        later writes to it while no other writer moves the stamp."""
+        after, n = rowids[-1], len(rowids)
+        caches = [self._carried_cache(name, most, before, after, n) for name, most in (
+            ("_minhash_rows", MINHASH_ROWS_KEPT), ("_entity_keys", ENTITY_ROWS_KEPT),
+            ("_session_keys", SESSION_KEYS_KEPT), ("_written_turns", SESSION_KEYS_KEPT),
+            ("_memory_rows", MEMORY_ROWS_KEPT))]
+        if all(c is None for c in caches):  # too many rows to keep (a bulk load)
+            return
+        signatures, keys, sessions, turns, records = ({} if c is None else c for c in caches)
+        for rowid, it, passage_id in zip(rowids, items, passage_ids, strict=True):
+            metadata = json.loads(json.dumps(it.metadata, sort_keys=True))  # as stored
+            fact = it.memory_type is MemoryType.FACT
+            signatures[rowid] = (it.content_hash, unpack_minhash(pack_minhash(it.minhash)))
+            # entity keys are stored once each (ON CONFLICT DO NOTHING) and read in key order
+            keys[rowid] = sorted({entity_key(e) for e in it.entities})
+            sessions[rowid] = ((it.space_id, it.session_id, it.user_id, it.agent_id)
+                               if it.session_id is not None and fact else None)
+            # a metadata read returns a string value or None
+            turns[rowid] = WrittenTurn(it.session_id, fact, {
+                k: v for k, v in metadata.items() if isinstance(v, str)})
+            records[rowid] = _written_memory(rowid, it, passage_id, metadata)
+        self._keep_space_entities(items, rowids, keys, before, empty)
+
+    def _keep_space_entities(self, items: Sequence[NewMemory], rowids: Sequence[int],
+                             keys: Mapping[int, Sequence[str]], before: int,
+                             empty: set[str]) -> None:
+        """After this store's own batch ``items`` committed as ``rowids`` (each row's entity
+        keys in ``keys``): the entity map of each of its spaces that held no memory before
+        (``empty``) or whose map was kept at stamp ``before``, extended by the batch (new
+        maps: a reader of the old ones reads on). A space whose map would pass
+        :data:`ENTITY_PAIRS_KEPT` pairs, with the maps kept, is left to the database."""
+        spaces = list(dict.fromkeys(it.space_id for it in items))
+        kept = self._carried_cache("_space_entities", SPACE_MAPS_KEPT, before, after=rowids[-1],
+                                   adding=len(spaces))
+        if kept is None:
+            return
+        added: dict[str, dict[str, list[int]]] = {sp: {} for sp in spaces}
+        for rowid, it in zip(rowids, items, strict=True):
+            for k in keys.get(rowid, ()):
+                added[it.space_id].setdefault(k, []).append(rowid)
+        total = sum(pairs for pairs, _ in kept.values())
+        for sp, new in added.items():
+            held = kept.pop(sp, None)
+            if held is None and sp not in empty:
+                continue  # rows written before, by whoever: not all in hand
+            pairs, old = held or (0, {})
+            more = sum(len(rows) for rows in new.values())
+            if total + more > ENTITY_PAIRS_KEPT:
+                total -= pairs
+                continue
+            grown = dict(old)
+            for k, rows in new.items():  # rowids only grow: appended, still ascending
+                grown[k] = (*old.get(k, ()), *rows)
+            kept[sp] = (pairs + more, grown)
+            total += more
 
     def get_memories(self, rowids: Iterable[int]) -> dict[int, Memory]:
         """Memories by row, with tags and source ids filled in. A memory never changes once
@@ -279,6 +357,23 @@ class MemoryQueries(Database):
             cache.clear()
         cache[space_id] = (stamp, n)
         return n
+
+
+def _written_memory(rowid: int, it: NewMemory, passage_id: int | None,
+                    metadata: dict[str, Any]) -> Memory:
+    """The record :func:`_memory` builds from the row ``insert_batch`` stores for ``it``
+    (``metadata``: its metadata read back from the JSON it is stored as): tags once each in
+    key order (the read's ``ORDER BY tag``), sources in their order."""
+    return Memory(
+        rowid=rowid, memory_id=memory_id_of(rowid), space_id=it.space_id, content=it.content,
+        content_hash=it.content_hash, memory_type=it.memory_type,
+        source_ids=tuple(memory_id_of(s) for s in it.source_rowids),
+        metadata=frozen_map(metadata), document_id=it.document_id,
+        tags=tuple(sorted(set(it.tags))), entities=tuple(it.entities), timestamp=it.timestamp,
+        recorded_at=it.recorded_at, occurred_start=it.occurred_start,
+        occurred_end=it.occurred_end, user_id=it.user_id, agent_id=it.agent_id,
+        session_id=it.session_id, passage_id=passage_id, timestamp_sent=it.timestamp_sent,
+    )
 
 
 def _memory(row: sqlite3.Row, tags: list[str], sources: list[int]) -> Memory:

@@ -7,6 +7,7 @@ or document, each through the request's filter, so an excluded memory is never r
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import NamedTuple
 
 from memory_core.store.db import Database
 from memory_core.store.sql import SqlFilter, _chunks
@@ -14,6 +15,18 @@ from memory_core.store.sql import SqlFilter, _chunks
 # a session's turns: those of one space and session, written by one user and agent
 SessionKey = tuple[str, str, str | None, str | None]
 SessionTurns = tuple[tuple[int, int], ...]  # (rowid, characters) of each turn, in turn order
+SESSION_KEYS_KEPT = 200_000  # rows' session keys (and written turns) kept while the stamp stays
+
+
+class WrittenTurn(NamedTuple):
+    """What this store's own write knew of a row it added (``_written_turns``, kept while the
+    store's stamp stays put, :meth:`MemoryQueries._keep_written`): enough to answer
+    :meth:`SessionQueries.turn_attributes`, :meth:`~SessionQueries.metadata_texts` and, for a
+    row that is no session's fact, :meth:`~SessionQueries.replies` without a read."""
+
+    session_id: str | None
+    fact: bool
+    strings: dict[str, str]  # the metadata's string values (what a metadata read returns)
 
 
 class SessionQueries(Database):
@@ -22,20 +35,38 @@ class SessionQueries(Database):
     def turn_attributes(self, rowids: Iterable[int], speaker_key: str
                         ) -> dict[int, tuple[str | None, str | None]]:
         """``rowid -> (session_id, speaker)`` with the speaker read from
-        ``metadata[speaker_key]`` (None when absent or not a string)."""
-        return {r[0]: (r[1], r[2]) for r in self._with_metadata(rowids, speaker_key,
-                                                                  "session_id, ")}
+        ``metadata[speaker_key]`` (None when absent or not a string). Rows this store has
+        just written are answered from what the write held (``_written_turns``)."""
+        _check_key(speaker_key)
+        written = self._just_written()
+        wanted = sorted(set(rowids))
+        out = {r: (t.session_id, t.strings.get(speaker_key)) for r in wanted
+               if (t := written.get(r)) is not None}
+        out.update((r[0], (r[1], r[2])) for r in self._with_metadata(
+            [r for r in wanted if r not in out], speaker_key, "session_id, "))
+        return {r: out[r] for r in wanted if r in out}  # rowid order, whichever answered
 
     def metadata_texts(self, rowids: Iterable[int], key: str) -> dict[int, str | None]:
-        """``rowid -> metadata[key]`` (None when absent or not a string)."""
-        return {r[0]: r[1] for r in self._with_metadata(rowids, key, "")}
+        """``rowid -> metadata[key]`` (None when absent or not a string); rows just written
+        as :meth:`turn_attributes` answers them."""
+        _check_key(key)
+        written = self._just_written()
+        wanted = sorted(set(rowids))
+        out = {r: t.strings.get(key) for r in wanted if (t := written.get(r)) is not None}
+        out.update((r[0], r[1]) for r in self._with_metadata(
+            [r for r in wanted if r not in out], key, ""))
+        return {r: out[r] for r in wanted if r in out}
+
+    def _just_written(self) -> dict[int, WrittenTurn]:
+        """The rows this store's own writes added since the stamp last moved otherwise, as
+        :meth:`MemoryQueries._keep_written` kept them (empty when none)."""
+        return self._stamped_cache("_written_turns", SESSION_KEYS_KEPT)
 
     def _with_metadata(self, rowids: Iterable[int], key: str, columns: str
                        ) -> list[tuple]:
         """``(rowid, *columns, metadata[key] or None)`` rows of ``rowids`` (``columns``: a
         fixed column list ending in ", ", or "")."""
-        if '"' in key or "\\" in key:
-            raise ValueError(f"metadata key may not hold quotes or backslashes: {key!r}")
+        _check_key(key)
         path = self.dialect.key_param(key)
         out: list[tuple] = []
         for chunk in _chunks(sorted(set(rowids)), 500):
@@ -54,8 +85,7 @@ class SessionQueries(Database):
         left out: there a question is a request and its reply generic advice. The next fact is
         read whatever a request's filter: a caller keeps only replies it already holds, so a
         turn the request may not see only ever takes a pair away, never adds one."""
-        if '"' in role_key or "\\" in role_key:
-            raise ValueError(f"metadata key may not hold quotes or backslashes: {role_key!r}")
+        _check_key(role_key)
         d = self.dialect
         path, roleless = d.key_param(role_key), d.roleless
         # (role_key, rowid) -> its reply's rowid or None: a reply is fixed by the rows of its
@@ -63,6 +93,10 @@ class SessionQueries(Database):
         # the store's stamp stays put (a read asks again about the turns it pooled before)
         known: dict[tuple[str, int], int | None] = self._stamped_cache("_replies", 200_000)
         wanted = sorted(set(rowids))
+        written = self._just_written()
+        for r in wanted:  # a row just written that is no session's fact has no reply
+            if (t := written.get(r)) is not None and (t.session_id is None or not t.fact):
+                known[(role_key, r)] = None
         for chunk in _chunks([r for r in wanted if (role_key, r) not in known], 500):
             marks = ",".join("?" * len(chunk))
             found = {int(q): int(r) for q, r in self._query(
@@ -94,7 +128,8 @@ class SessionQueries(Database):
         Every turn of the session counts, whatever a request's filter (a caller reads its
         shape, never its text). Memories are never changed or deleted, only added, so both
         maps are kept while the store's stamp stays put (:meth:`_stamped_cache`)."""
-        keys: dict[int, SessionKey | None] = self._stamped_cache("_session_keys", 200_000)
+        keys: dict[int, SessionKey | None] = self._stamped_cache("_session_keys",
+                                                                  SESSION_KEYS_KEPT)
         shapes: dict[SessionKey, SessionTurns] = self._stamped_cache("_session_shapes",
                                                                        20_000)
         wanted = sorted(set(rowids))
@@ -169,3 +204,9 @@ class SessionQueries(Database):
                            "AND session_id = ?", (space_id, session_id))
         return {key: sorted({r[key] for r in rows}, key=lambda v: (v is None, v or ""))
                 for key in ("user_id", "agent_id")}
+
+
+def _check_key(key: str) -> None:
+    """A metadata key the JSON path of a read can name (:meth:`Dialect.key_param`)."""
+    if '"' in key or "\\" in key:
+        raise ValueError(f"metadata key may not hold quotes or backslashes: {key!r}")

@@ -161,14 +161,15 @@ def test_close_releases_the_connection(pg_uri):
 # placeholders only, what differs from the store's Dialect). A new method joins this list
 # only once it has been read too (and a spelling that differs goes to store/sql.py's Dialect).
 REVIEWED_SQLITE_METHODS = {
-    "_build_memories", "_grouped", "_holdings", "_newest_row", "_stamped_cache",
-    "_with_metadata", "count_memories", "eligible_rowids", "entity_frequencies", "entity_keys",
-    "get_memories", "get_meta", "get_receipt", "get_space", "holds_sources", "insert_batch",
-    "insert_space", "list_receipts", "list_spaces", "metadata_texts", "minhashes", "notes_of",
-    "passage_size", "passages", "read_scope", "recent_in_session", "replies", "save_receipt",
-    "scopes_of", "section_siblings", "session_lengths", "session_neighbours", "session_scopes",
-    "sharing_entities", "space_rowids", "space_stamp", "space_version", "store_stamp",
-    "tag_vocabulary", "turn_attributes", "versions"}
+    "_build_memories", "_carried_cache", "_grouped", "_holdings", "_just_written",
+    "_keep_space_entities", "_keep_written", "_newest_row", "_stamped_cache", "_with_metadata",
+    "count_memories", "eligible_rowids", "entity_frequencies", "entity_keys", "get_memories",
+    "get_meta", "get_receipt", "get_space", "holds_sources", "insert_batch", "insert_space",
+    "list_receipts", "list_spaces", "metadata_texts", "minhashes", "notes_of", "passage_size",
+    "passages", "read_scope", "recent_in_session", "replies", "save_receipt", "scopes_of",
+    "section_siblings", "session_lengths", "session_neighbours", "session_scopes",
+    "sharing_entities", "space_entities", "space_rowids", "space_stamp", "space_version",
+    "store_stamp", "tag_vocabulary", "turn_attributes", "versions"}
 
 
 def test_every_sqlite_method_postgres_runs_unchanged_was_reviewed():
