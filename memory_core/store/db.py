@@ -199,8 +199,10 @@ class Database:
         a thread still reading the old dict reads on) when there were such and all fit in
         ``most``, else an empty dict; None (nothing kept) when ``adding`` alone exceeds
         ``most``. Only for values that belong to one row and never change once it is
-        written (a memory's record, signature, entity keys, session key): what a write can
-        change (counts, versions, replies, session shapes) is dropped with the stamp."""
+        written (a memory's record, signature, entity keys, session key), or that the writer
+        brings up to date itself (a space's entity map, extended by its rows): what a write
+        can change otherwise (counts, versions, replies, session shapes) is dropped with the
+        stamp."""
         if self._writing or adding > most:
             return None
         held = self.__dict__.get(name)
