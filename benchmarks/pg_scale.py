@@ -125,18 +125,46 @@ def database(server_uri: str, name: str, fresh: bool) -> tuple[str, bool]:
     return server_uri.replace("@/postgres?", f"@/{name}?"), made
 
 
-def build(uri: str, memories: int, spaces: int, big: int, seed: int) -> dict[str, Any]:
-    """Fill the database through the engine; memories/s over the whole build."""
+def build(uri: str, memories: int, spaces: int, big: int, seed: int, workers: int = 1
+          ) -> dict[str, Any]:
+    """Fill the database through the engine: ``workers`` processes, each writing every
+    ``workers``-th space (writers commit one at a time; their checks, entities, signatures and
+    embeddings run side by side); memories/s over the whole build."""
+    t0 = time.perf_counter()
+    if workers == 1:
+        build_part(uri, memories, spaces, big, seed, 0, 1)
+    else:
+        procs = [subprocess.Popen(
+            [sys.executable, "-m", "benchmarks.pg_scale", "--build-part", uri,
+             "--layouts", f"{memories}:{spaces}", "--big", str(big), "--seed", str(seed),
+             "--part", f"{w}/{workers}"], cwd=ROOT) for w in range(workers)]
+        codes = [p.wait() for p in procs]
+        if any(codes):
+            raise RuntimeError(f"a build worker failed: exit codes {codes}")
+    wall = time.perf_counter() - t0
+    from benchmarks.hash_engine import open_engine
+
+    with open_engine(uri) as eng:
+        size = _database_bytes(eng.store)
+        written = eng.count_memories()
+    if written != memories + big:
+        raise RuntimeError(f"built {written} memories, not {memories + big}")
+    return {"ingest_per_s": round(written / wall, 1), "build_s": round(wall, 1),
+            "database_mb": round(size / 2**20, 1), "writers": workers}
+
+
+def build_part(uri: str, memories: int, spaces: int, big: int, seed: int, part: int,
+               parts: int) -> None:
+    """The spaces ``i % parts == part`` (the big space: part 0's, last)."""
     from benchmarks.hash_engine import open_engine
 
     per = memories // spaces
-    t0 = time.perf_counter()
-    written = 0
-    with open_engine(uri) as eng, tqdm(total=memories + big, unit="mem",
-                                        desc=f"build {memories:,}/{spaces:,}") as bar:
-        plan = [(space_name(i), per, space_seed(seed, i)) for i in range(spaces)]
-        if big:
-            plan.append((BIG_SPACE, big, space_seed(seed, -1)))
+    plan = [(space_name(i), per, space_seed(seed, i)) for i in range(part, spaces, parts)]
+    if big and part == 0:
+        plan.append((BIG_SPACE, big, space_seed(seed, -1)))
+    with open_engine(uri) as eng, tqdm(total=sum(n for _, n, _ in plan), unit="mem",
+                                        desc=f"build {memories:,}/{spaces:,} part {part}",
+                                        mininterval=5) as bar:
         for name, n, s in plan:
             eng.create_space(name, description=f"pg_scale space {name}",
                              members={PRINCIPAL: "owner"})
@@ -145,12 +173,7 @@ def build(uri: str, memories: int, spaces: int, big: int, seed: int) -> dict[str
                 chunk = items[i:i + BATCH]
                 eng.write_many(name, [{"content": x.text} for x in chunk],
                                principal=PRINCIPAL)
-                written += len(chunk)
                 bar.update(len(chunk))
-        size = _database_bytes(eng.store)
-    wall = time.perf_counter() - t0
-    return {"ingest_per_s": round(written / wall, 1), "build_s": round(wall, 1),
-            "database_mb": round(size / 2**20, 1)}
 
 
 def _database_bytes(store: Any) -> int:
@@ -295,15 +318,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--cache-mb", type=float, help="store.cache_mb of the fresh processes")
     p.add_argument("--serve-seconds", type=float, default=0.0,
                    help="reads/s with 1 and 2 serve processes on the largest layout")
+    p.add_argument("--build-workers", type=int, default=1,
+                   help="processes writing the databases (ingest/s is their total)")
     p.add_argument("--keep", type=Path, help="keep the PostgreSQL data here and reuse "
                    "databases already built (a rerun skips the builds)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, default=ROOT / "outputs" / "bench" / "pg_scale")
     p.add_argument("--child", metavar="URI", help=argparse.SUPPRESS)
+    p.add_argument("--build-part", metavar="URI", help=argparse.SUPPRESS)
+    p.add_argument("--part", help=argparse.SUPPRESS)
     p.add_argument("--space", help=argparse.SUPPRESS)
     p.add_argument("--per-space", type=int, help=argparse.SUPPRESS)
     p.add_argument("--space-seed", type=int, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.build_part:
+        part, parts = (int(x) for x in args.part.split("/"))
+        memories, spaces = args.layouts[0]
+        build_part(args.build_part, memories, spaces, args.big, args.seed, part, parts)
+        return 0
     if args.child:
         result = child(args.child, args.space, args.per_space, args.space_seed, args.reads,
                        args.seed, args.cache_mb)
@@ -323,7 +355,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             uri, made = database(server, name, fresh=args.keep is None)
             lay: dict[str, Any] = {"memories": memories, "spaces": spaces, "big": big}
             if made:
-                lay["build"] = build(uri, memories, spaces, big, args.seed)
+                lay["build"] = build(uri, memories, spaces, big, args.seed, args.build_workers)
                 if args.keep is not None:
                     (args.keep / f"{name}.json").write_text(json.dumps(lay["build"]))
             else:  # only with --keep: a database built by an earlier run
