@@ -212,7 +212,8 @@ def child(uri: str, space: str, per_space: int, sseed: int, reads: int, seed: in
         t0 = time.perf_counter()
         eng.retrieve(query=q, space_id=space, limit=LIMIT, principal=PRINCIPAL)
         later.append((time.perf_counter() - t0) * 1e3)
-    out = {"space": space, "open_ms": open_ms, "first_ms": first_ms,
+    recall = _ann_recall(eng, space, asked) if space == BIG_SPACE else None
+    out = {"space": space, "open_ms": open_ms, "first_ms": first_ms, "ann": recall,
            "first_results": len(first.results),
            "later_p50_ms": float(np.percentile(later, 50)) if later else None,
            "later_p95_ms": float(np.percentile(later, 95)) if later else None,
@@ -221,6 +222,29 @@ def child(uri: str, space: str, per_space: int, sseed: int, reads: int, seed: in
            "cache": eng.cache_report()}
     eng.close()
     return out
+
+
+def _ann_recall(eng: Any, space: str, asked: Sequence[str]) -> dict[str, Any] | None:
+    """Recall@10 of the dense search that serves the space (pgvector's HNSW index above
+    ``channels.dense_ann_threshold``) against exact search of the same vectors in the
+    database, over the questions asked; and which path served."""
+    from memory_core.store import SqlFilter
+
+    dense = eng._components.dense
+    pg = dense.pg
+    if pg is None or not pg.serves(space):
+        return None
+    before = dict(pg.paths)
+    hits = []
+    for q in asked:
+        vec = eng.embedder.embed([q])[0]
+        got = {c.memory_id for c in pg.search(space, vec, SqlFilter(), 10)}
+        exact = {f"mem_{r}" for _, r in pg.vectors.pgvector_search(space, vec, SqlFilter(),
+                                                                   10, None)}
+        hits.append(len(got & exact) / max(len(exact), 1))
+    paths = {k: v - before.get(k, 0) for k, v in pg.paths.items() if v - before.get(k, 0)}
+    return {"recall_at_10": round(float(np.mean(hits)), 4), "queries": len(hits),
+            "paths": paths, "ef_search": eng.spec.channels.dense_hnsw_ef_search}
 
 
 def fresh_process(uri: str, space: str, per_space: int, sseed: int,
@@ -289,6 +313,12 @@ def cost_table(report: dict[str, Any]) -> str:
     for lay in report["layouts"]:
         if "cold_big" in lay:
             b = lay["cold_big"]
+            ann = next((r["ann"] for r in lay["fresh_big"] if r.get("ann")), None)
+            if ann:
+                report.setdefault("notes", []).append(
+                    f"The {lay['big']:,}-memory space's dense search ({ann['paths']}): "
+                    f"recall@10 {ann['recall_at_10']:.3f} against exact over "
+                    f"{ann['queries']} questions (hnsw.ef_search {ann['ef_search']}).")
             lines.append(
                 f"| + one {lay['big']:,}-memory space (in the {lay['memories']:,} database) | "
                 f"{b['open_ms']:.0f} | {b['first_ms']:.0f} (the big space) | "
@@ -299,6 +329,7 @@ def cost_table(report: dict[str, Any]) -> str:
     lines += ["", f"Largest against smallest database: first read "
               f"{last['first_ms'] / first['first_ms']:.2f}x, RSS growth by the first read "
               f"{last['rss_first_mb'] / max(first['rss_first_mb'], 1e-9):.2f}x."]
+    lines += report.get("notes", [])
     if "serve" in report:
         sv = report["serve"]
         lines.append(f"Reads/s over the largest database: {sv['reads_per_s_1']} with one "
