@@ -41,7 +41,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -249,6 +249,7 @@ def _ann_recall(eng: Any, space: str, asked: Sequence[str]) -> dict[str, Any] | 
 
 def fresh_process(uri: str, space: str, per_space: int, sseed: int,
                   args: argparse.Namespace) -> dict[str, Any]:
+    """One fresh child process reading ``space`` (:func:`child`); its figures."""
     cmd = [sys.executable, "-m", "benchmarks.pg_scale", "--child", uri, "--space", space,
            "--per-space", str(per_space), "--space-seed", str(sseed), "--reads",
            str(args.reads), "--seed", str(args.seed)]
@@ -353,6 +354,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="processes writing the databases (ingest/s is their total)")
     p.add_argument("--keep", type=Path, help="keep the PostgreSQL data here and reuse "
                    "databases already built (a rerun skips the builds)")
+    p.add_argument("--server", metavar="URI", help="a running PostgreSQL (its postgres "
+                   "database's URI) to make the databases on, instead of a local pgserver")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, default=ROOT / "outputs" / "bench" / "pg_scale")
     p.add_argument("--child", metavar="URI", help=argparse.SUPPRESS)
@@ -379,12 +382,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                                            if not k.startswith(("child", "space", "per_"))},
                               "cpus": os.cpu_count(), "layouts": []}
     layouts = sorted(args.layouts)
-    with pg_server(args.keep) as server:
+    with (nullcontext(args.server) if args.server else pg_server(args.keep)) as server:
+        # (layout record, uri, [(space, memories, seed)] to read fresh)
+        plan: list[tuple[dict[str, Any], str, list[tuple[str, int, int]]]] = []
         for memories, spaces in layouts:
             big = args.big if (memories, spaces) == layouts[-1] else 0
             name = f"pg_scale_{memories}_{spaces}_{big}_{args.seed}"
             uri, made = database(server, name, fresh=args.keep is None)
-            lay: dict[str, Any] = {"memories": memories, "spaces": spaces, "big": big}
+            lay: dict[str, Any] = {"memories": memories, "spaces": spaces, "big": big,
+                                   "fresh": [], "fresh_big": []}
             if made:
                 lay["build"] = build(uri, memories, spaces, big, args.seed, args.build_workers)
                 if args.keep is not None:
@@ -394,20 +400,28 @@ def main(argv: Sequence[str] | None = None) -> int:
                 lay["build"] = json.loads((args.keep / f"{name}.json").read_text())
             per = memories // spaces
             rng = random.Random(args.seed)
-            picked = rng.sample(range(spaces), min(args.fresh, spaces))
-            rows = [fresh_process(uri, space_name(i), per, space_seed(args.seed, i), args)
-                    for i in tqdm(picked, desc=f"fresh processes {memories:,}")]
-            lay["fresh"] = rows
-            lay["cold_1k"] = summary(rows)
-            if big:
-                bigs = [fresh_process(uri, BIG_SPACE, big, space_seed(args.seed, -1), args)
-                        for _ in range(max(1, min(3, args.fresh)))]
-                lay["fresh_big"] = bigs
-                lay["cold_big"] = summary(bigs)
+            reads = [(space_name(i), per, space_seed(args.seed, i))
+                     for i in rng.sample(range(spaces), min(args.fresh, spaces))]
+            plan.append((lay, uri, reads))
             report["layouts"].append(lay)
+        # the fresh processes in rounds, one per layout each (the big space's after): every
+        # layout meets the machine's load alike, so their ratios compare
+        rounds = max(len(r) for _, _, r in plan)
+        for k in tqdm(range(rounds), desc="fresh processes, rounds"):
+            for lay, uri, reads in plan:
+                if k < len(reads):
+                    space, per, sseed = reads[k]
+                    lay["fresh"].append(fresh_process(uri, space, per, sseed, args))
+                if lay["big"] and k < max(1, min(3, args.fresh)):
+                    lay["fresh_big"].append(fresh_process(
+                        uri, BIG_SPACE, lay["big"], space_seed(args.seed, -1), args))
+            (out_dir / "pg_scale.json").write_text(json.dumps(report, indent=2) + "\n")
+        for lay, _, _ in plan:
+            lay["cold_1k"] = summary(lay["fresh"])
+            if lay["big"]:
+                lay["cold_big"] = summary(lay["fresh_big"])
             print(json.dumps({k: v for k, v in lay.items() if not k.startswith("fresh")}),
                   flush=True)
-            (out_dir / "pg_scale.json").write_text(json.dumps(report, indent=2) + "\n")
         if args.serve_seconds > 0:
             memories, spaces = layouts[-1]
             big = args.big
