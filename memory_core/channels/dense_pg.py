@@ -84,9 +84,7 @@ class PgVectorIndex:
         the space's version moved and the cache lacks some of its committed rows; the index
         built when missing (by this process, or exact meanwhile while another builds it)."""
         with self._lock:
-            if not self._ready:
-                self.vectors.pgvector_ready(self.dim)
-                self._ready = True
+            self._table_ready()
             version = self.store.space_version(space_id)
             held = self._synced.get(space_id)
             if held is not None and held[0] == version:
@@ -109,6 +107,13 @@ class PgVectorIndex:
                     self._synced[space_id] = (version, rows, indexed)
         return rows, indexed
 
+    def _table_ready(self) -> None:
+        """The extension and the table exist (made once, by the first process that needs
+        them)."""
+        if not self._ready:
+            self.vectors.pgvector_ready(self.dim)
+            self._ready = True
+
     def prepare(self, space_id: str) -> None:
         """Before a write: the table exists and holds the space's earlier rows."""
         self._sizes(space_id)
@@ -116,6 +121,8 @@ class PgVectorIndex:
     def add(self, space_id: str, rowids: list[int], vectors: np.ndarray) -> None:
         """Rows just committed; a space that has just become this index's (``auto``, the
         write that took it past the threshold) is copied in and indexed here."""
+        with self._lock:
+            self._table_ready()
         self.vectors.pgvector_add(space_id, rowids, vectors)
         self._sizes(space_id)
 

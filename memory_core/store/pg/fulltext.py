@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from memory_core.store.pg import bm25_stats
-from memory_core.store.pg.db import PgDatabase
+from memory_core.store.pg.db import _IDLE, PgDatabase
 from memory_core.store.postings import (Fts5Tokenizer, PostingIndex, PostingState,
                                          fts5_weightless)
 from memory_core.store.space_postings import SpacePostings, state_from_bytes, state_to_bytes
@@ -250,10 +250,13 @@ class PgSearch(PgDatabase):
         kept = self._kept_rows.get(space_id, 0)
         if state.size < SNAPSHOT_MIN_ROWS or state.size < kept * (1 + SNAPSHOT_GROWTH):
             return
-        self._kept_rows[space_id] = state.size
         last = int(state.rowids[-1]) if state.size else 0
         with self._lock, self._translated():
-            self._connection().execute(
+            conn = self._connection()
+            if conn.info.transaction_status != _IDLE:  # inside a (read-only) snapshot: later
+                return
+            self._kept_rows[space_id] = state.size
+            conn.execute(
                 "INSERT INTO keyword_postings (space_id, version, last_rowid, rows, state) "
                 "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (space_id) DO UPDATE SET "
                 "version = EXCLUDED.version, last_rowid = EXCLUDED.last_rowid, "

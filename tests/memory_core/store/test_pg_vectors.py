@@ -157,3 +157,31 @@ def test_each_space_walks_its_own_index(pg_uri):
         assert set(auto._components.dense._indexes) == {SPACE}  # faiss served it
     finally:
         auto.close()
+
+
+@pytest.mark.postgres
+def test_auto_hands_a_space_to_pgvector_when_it_crosses_the_threshold(pg_uri):
+    """With ``auto``, the write that takes a space past ``dense_ann_threshold`` copies its
+    vectors into the database's table, builds the space's HNSW index and drops the process's
+    faiss index of it (a fresh database: the extension and the table are made then)."""
+    spec = _spec("auto")
+    spec = dataclasses.replace(spec, channels=dataclasses.replace(spec.channels,
+                                                                  dense_ann_threshold=500))
+    eng = MemoryEngine.open(pg_uri, spec, embedder=_Rows())
+    try:
+        eng.create_space(SPACE)
+        dense = eng._components.dense
+        q = _Rows(seed=9).embed(["q"])[0]
+        eng.write_many(SPACE, [{"content": f"m {i}"} for i in range(300)])
+        assert len(dense.search(SPACE, q, SqlFilter(), 10)) == 10
+        assert SPACE in dense._indexes and not dense.pg.serves(SPACE)
+        eng.write_many(SPACE, [{"content": f"m {i}"} for i in range(300, 600)])  # crosses
+        assert dense.pg.serves(SPACE) and SPACE not in dense._indexes
+        assert eng.store.pgvector_count(SPACE) == 600 and eng.store.pgvector_indexed(SPACE)
+        exact = DenseIndex(eng.store, DIM, channels=ChannelsSpec(dense_index="flat"))
+        got = dense.search(SPACE, q, SqlFilter(), 10)
+        assert {c.memory_id for c in got} == {c.memory_id for c in exact.search(
+            SPACE, q, SqlFilter(), 10)}
+        assert dense.pg.paths["hnsw"] == 1
+    finally:
+        eng.close()
