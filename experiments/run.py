@@ -37,8 +37,9 @@ from experiments.compare import compare_modes, print_comparison
 from experiments.config import RunConfig, run_config
 from experiments.data.registry import load
 from experiments.data.schema import Dataset, QueryDef
-from experiments.evaluate import (evaluate, headline_groups, reported_metrics, retrieve_limit,
-                                  scorable, scorable_among, usable_modes, views_of)
+from experiments.evaluate import (evaluate, headline_groups, is_routed, reported_metrics,
+                                  retrieve_limit, scorable, scorable_among, usable_modes,
+                                  views_of)
 from experiments.expand import run_expand
 from experiments.ingest import ingest
 from experiments.query_row import QueryRow
@@ -171,6 +172,11 @@ def _retrieve_sharded(run: RunConfig, spec: EngineSpec, dataset: Dataset,
         raise ValueError("eval.reuse_store copies one run's store/: a sharded run "
                          "(eval.executor=ray) builds one store per unit; use eval.executor=local")
     queries, skipped = scorable_among(dataset, dataset.memory_keys())
+    routed = [q.query_id for q in queries if is_routed(q)]
+    if routed:
+        raise ValueError(f"eval.executor=ray runs one unit per addressed space; {len(routed)} "
+                         f"routed question(s) (e.g. {routed[0]!r}) search every space: use "
+                         "eval.executor=local")
     if ev.limit_queries:
         queries = queries[: int(ev.limit_queries)]
     has_obs = any(m.memory_type == "observation" for m in dataset.memories)
