@@ -3,7 +3,8 @@
 Tokenised as bm25s' README does: lower case, its word pattern (``\\b\\w\\w+\\b``: one-letter
 words are dropped), English stop words (``stopwords``), the Snowball English stemmer from
 PyStemmer (``stemmer``; null for none). Scored with bm25s' ``method`` (default ``lucene``:
-``idf = ln(1 + (N - df + 0.5) / (df + 0.5))``, ``k1`` 1.5, ``b`` 0.75). Only items that share a
+``idf = ln(1 + (N - df + 0.5) / (df + 0.5))`` times ``tf / (tf + k1 (1 - b + b dl / avgdl))``,
+``k1`` 1.5, ``b`` 0.75; Lucene 8's form, without the constant ``k1 + 1``). Only items that share a
 word with the question are returned (a zero score is no match, as in Lucene), ties in the
 order bm25s gives.
 

