@@ -279,6 +279,12 @@ def test_a_multirun_over_systems_is_one_comparison_report(tmp_path):
     assert (tmp_path / "rep" / "systems_latency.png").stat().st_size > 0
     saved = json.loads((tmp_path / "rep" / "systems.json").read_text())
     assert next(s for s in saved["summaries"] if s["arm"] == "bm25")["disk_bytes"] > 0
+    # docs/results.md's section is generated from the same systems.json
+    from experiments.results_doc import SystemsEntry, systems_section
+
+    text = "\n".join(systems_section(SystemsEntry("systems", tmp_path / "rep", "cmd")))
+    assert f"| bm25 | all | recall@10 | {bm25_row['n']} " in text
+    assert f"{bm25_row['delta']:+.3f} [" in text and f"{bm25_row['p_holm']:.4f}" in text
 
 
 def test_report_systems_refuses_a_directory_without_runs(tmp_path):
