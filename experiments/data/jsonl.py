@@ -269,19 +269,15 @@ def read_header(root: Path) -> dict[str, Any]:
     return header
 
 
-def load_jsonl(root: str | Path, split: str = "test") -> Dataset:
-    """The data set in folder ``root``: this format, else a BEIR collection
-    (:func:`experiments.data.beir.load_beir`, qrels ``split``). Raises :class:`FormatError`
-    (file, line, field) on the first problem, before anything is built."""
+def load_jsonl(root: str | Path) -> Dataset:
+    """The data set in folder ``root`` (this format; ``data=jsonl`` reads a BEIR folder through
+    :func:`experiments.data.registry.load_folder`). Raises :class:`FormatError` (file, line,
+    field) on the first problem, before anything is built."""
     root = Path(root)
     if not root.is_dir():
         raise DatasetError(f"data.path {str(root)!r} is not a folder (data=jsonl needs "
                            f"data.path=DIR holding {DATASET_FILE} or a BEIR corpus.jsonl)")
     if not is_format_dir(root):
-        from experiments.data.beir import is_beir_dir, load_beir
-
-        if is_beir_dir(root):
-            return load_beir(root, split)
         raise FormatError(root / DATASET_FILE, None, None, "missing_file",
                           f"no {DATASET_FILE} (nor a BEIR corpus.jsonl, queries.jsonl and "
                           "qrels/) in this folder")

@@ -12,7 +12,7 @@ import pytest
 from experiments.data.beir import load_beir
 from experiments.data.files import DatasetError
 from experiments.data.jsonl import FormatError, load_jsonl
-from experiments.data.registry import data_spec, load
+from experiments.data.registry import data_spec, load, load_folder
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "datasets" / "examples" / "team_notes"
 
@@ -222,7 +222,7 @@ def _beir(root: Path, qrels: list[str]) -> Path:
 
 def test_a_beir_folder_is_one_space_judged_by_its_split(tmp_path):
     root = _beir(tmp_path / "scifact_mini", ["q1\td1\t1", "q2\td2\t2", "q2\td3\t0"])
-    ds = load_jsonl(root)  # detected: no dataset.json, BEIR's three parts
+    ds = load_folder(root)  # detected: no dataset.json, BEIR's three parts
     assert [s.space_id for s in ds.spaces] == ["scifact_mini"]
     assert [m.content for m in ds.memories] == ["Stripe Payments move to Stripe.",
                                                 "On-call rotates on Mondays.",
@@ -236,6 +236,6 @@ def test_a_beir_folder_is_one_space_judged_by_its_split(tmp_path):
 def test_beir_qrels_naming_an_unknown_document_fail_with_the_line(tmp_path):
     root = _beir(tmp_path / "b", ["q1\td1\t1", "q2\td9\t1"])
     with pytest.raises(FormatError) as caught:
-        load_jsonl(root)
+        load_folder(root)
     assert (caught.value.line, caught.value.field, caught.value.kind) == (
         3, "corpus-id", "dangling_reference")
