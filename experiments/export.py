@@ -149,7 +149,7 @@ def export(dataset: Dataset, out: str | Path, *, license: str = "",
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m experiments.export",
-                                     description=__doc__.split("\n\n")[0])
+                                     description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("dataset", help="a conf/data option: locomo, longmemeval, synthetic, ...")
     parser.add_argument("--out", required=True, help="an empty or new folder")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",

@@ -336,7 +336,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-plots", action="store_true")
     args = parser.parse_args(argv)
-    split = (lambda v: [x for x in v.split(",") if x] if v else None)
+
+    def split(value: str | None) -> list[str] | None:
+        return [x for x in value.split(",") if x] if value else None
+
     try:
         body = report(args.dirs, baseline=args.baseline, metrics=split(args.metrics),
                       groups=split(args.groups), out=args.out, n_resamples=args.n_resamples,

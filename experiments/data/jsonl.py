@@ -50,10 +50,11 @@ gold sessions are the sessions of its evidence, in evidence order.
     ('mini', ['m1', 'm2'], ('m2',))
     >>> _ = (d / "questions.jsonl").write_text(
     ...     '{"id": "q1", "question": "b?", "space": "s", "evidence": ["m9"]}\\n')
-    >>> load_jsonl(d)  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    experiments.data.jsonl.FormatError: .../questions.jsonl:1: evidence: names memory 'm9', which memories.jsonl does not hold
+    >>> try:
+    ...     load_jsonl(d)
+    ... except FormatError as err:
+    ...     print(err.path.name, err.line, err.field, err.kind)
+    questions.jsonl 1 evidence dangling_reference
 """
 
 from __future__ import annotations

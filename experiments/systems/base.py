@@ -10,7 +10,8 @@ in what they rank.
     >>> class Echo:
     ...     name = "echo"
     ...     def index(self, space, items): self.items = {space: [i.key for i in items]}
-    ...     def search(self, space, query, k): return [Hit(key, 1.0) for key in self.items[space][:k]]
+    ...     def search(self, space, query, k):
+    ...         return [Hit(key, 1.0) for key in self.items[space][:k]]
     ...     def save(self, directory): pass
     ...     def identity(self): return {"system": "echo"}
     ...     def close(self): pass

@@ -17,8 +17,8 @@ reach anyone. The embedder is the run's (MiniLM through memory_core's on-disk ca
 same vectors mem0's ``huggingface`` embedder computes from the same weights), swapped in
 for mem0's after it is built. ``threshold``: mem0's floor on the semantic score (its
 default 0.1); 0.0 here, as every system is measured without a score floor (memory_core's
-``min_score`` is off too). Telemetry is off (``MEM0_TELEMETRY=False`` set before mem0 is imported, and its flags
-cleared if it was imported first).
+``min_score`` is off too). Telemetry is off (``MEM0_TELEMETRY=False`` set before mem0 is
+imported, and its flags cleared if it was imported first).
 """
 
 from __future__ import annotations

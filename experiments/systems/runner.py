@@ -49,6 +49,7 @@ from experiments.scoring import score
 from experiments.systems.base import UNION, Item, Query, System, dir_bytes
 from experiments.systems.registry import EMBEDDING_SYSTEMS, SystemSpec, build_system
 from experiments import metrics as M
+from memory_core.embed import CachedEmbedder
 
 SYSTEM_DIR = "system"  # the run directory's folder for a system's saved indexes
 
@@ -187,7 +188,7 @@ def run_system(run: RunConfig, run_dir: Path) -> dict[str, Any]:
         identity = dict(system.identity())
     finally:
         system.close()
-    if embedder is not None and hasattr(embedder, "flush"):
+    if isinstance(embedder, CachedEmbedder):  # the queries' rows still in memory
         embedder.flush()
     rows = [r.columns() for r in found]
     reported = [*metric_names, *session_names(ev)]
