@@ -301,6 +301,11 @@ def report(paths: Sequence[str | Path], *, baseline: str | None = None,
     group = next(iter(headline), None)
     metric = (metrics or [rows[0].row.metric])[0]
     summaries = [arm_summary(a, group, metric) for a in arms]
+    reused = sorted({str(s["store_reused_from"]) for s in summaries
+                     if s.get("store_reused_from")})
+    if reused:
+        notes = [*notes, "memory_core's ingest s is the build of the store its runs copied "
+                 f"(eval.reuse_store): {', '.join(reused)}"]
     dataset = str((base_meta.get("dataset") or {}).get("name", "?"))
     target = Path(out) if out else Path(paths[0]) / OUT_DIR
     target.mkdir(parents=True, exist_ok=True)

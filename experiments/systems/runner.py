@@ -30,6 +30,7 @@ What differs, and is written into ``metrics.json``:
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -236,10 +237,17 @@ def run_system(run: RunConfig, run_dir: Path) -> dict[str, Any]:
 def system_cost(meta: Mapping[str, Any], run_dir: Path) -> dict[str, Any]:
     """A run's cost columns (ingest s, bytes on disk, p50 / p95 ms), whichever system ran
     it: an outside system's ``metrics.json`` ``system`` block, or memory_core's ingest timing
-    and store directory."""
+    and store directory (a run that copied its store, ``eval.reuse_store``, gives the build
+    time of the run it copied, and names it)."""
     block = meta.get("system") or {}
     if block.get("name") not in (None, "memory_core"):
         return {"ingest_s": block.get("ingest_s"), "disk_bytes": block.get("disk_bytes")}
     store = run_dir / "store"
-    return {"ingest_s": (meta.get("timing_s") or {}).get("ingest"),
+    ingest = (meta.get("timing_s") or {}).get("ingest")
+    reused = (meta.get("reused_store") or {}).get("from")
+    if reused:  # a copied store: its build time is the source run's
+        source = Path(reused) / "metrics.json"
+        ingest = (json.loads(source.read_text()).get("timing_s") or {}).get("ingest") \
+            if source.is_file() else None
+    return {"ingest_s": ingest, "store_reused_from": reused,
             "disk_bytes": dir_bytes(store) if store.exists() else block.get("disk_bytes")}
