@@ -56,6 +56,8 @@ SYSTEM_DIR = "system"  # the run directory's folder for a system's saved indexes
 
 ROUTING_NOTE = ("routed questions (no space in the data set) search one index over every "
                 "space's items: this system does not route between spaces")
+MEMORY_CORE_ONLY_NOTE = ("eval.reuse_store, eval.modes, eval.pool_ks and eval.receipts are "
+                         "memory_core's: this system built its own indexes and has one mode")
 ITEMS_NOTE = ("indexed: every space's facts (what users wrote); a data set's observations are "
               "memory_core's alone (its with_observations view)")
 
@@ -210,7 +212,8 @@ def run_system(run: RunConfig, run_dir: Path) -> dict[str, Any]:
         "denominators": {"queries": len(dataset.queries), "scored": len(queries),
                          "skipped": dict(skipped), "memories": len(dataset.memories),
                          "spaces": len(dataset.spaces)},
-        "notes": [ITEMS_NOTE, *report.metric_notes(reported), latency["measured"]],
+        "notes": [ITEMS_NOTE, *report.metric_notes(reported), latency["measured"],
+                  *([MEMORY_CORE_ONLY_NOTE] if ev.reuse_store else [])],
         "headline": headline,
         "modes_skipped": {},
         "retrieve_limit": limit,
