@@ -68,6 +68,7 @@ from typing import Any
 
 from experiments.data.files import DatasetError, sha256_file
 from experiments.data.schema import HARNESS_LABEL_FIELDS, Dataset, MemoryDef, QueryDef, SpaceDef
+from memory_core.access import SPACE_ID
 from memory_core.errors import MemoryCoreError
 from memory_core.times import parse_instant
 
@@ -137,8 +138,16 @@ def _id(value: Any) -> str | None:
     return None
 
 
-def _opt_id(value: Any) -> str | None:
-    return None if value is None else _id(value)
+def _space(value: Any) -> str | None:
+    """A space id the engine accepts (:data:`memory_core.access.SPACE_ID`)."""
+    if not isinstance(value, str) or not SPACE_ID.fullmatch(value):
+        return (f"{value!r} is not a space id: a letter or digit, then up to 127 of letters, "
+                "digits and _ . : -")
+    return None
+
+
+def _opt_space(value: Any) -> str | None:
+    return None if value is None else _space(value)
 
 
 def _opt_str(value: Any) -> str | None:
@@ -181,21 +190,21 @@ def _instant(value: Any) -> str | None:
 
 
 MEMORY_FIELDS = {
-    "id": Field(True, _id), "space": Field(True, _id), "content": Field(True, _str),
+    "id": Field(True, _id), "space": Field(True, _space), "content": Field(True, _str),
     "timestamp": Field(False, _instant), "session_id": Field(False, _opt_str),
     "speaker": Field(False, _opt_str), "role": Field(False, _role),
     "tags": Field(False, _str_list), "metadata": Field(False, _object),
     "user_id": Field(False, _opt_str)}
 QUESTION_FIELDS = {
-    "id": Field(True, _id), "question": Field(True, _str), "space": Field(True, _opt_id),
+    "id": Field(True, _id), "question": Field(True, _str), "space": Field(True, _opt_space),
     "asked_at": Field(False, _instant), "evidence": Field(False, _str_list),
     "category": Field(False, _opt_str), "answer": Field(False, _opt_str),
-    "expected_space": Field(False, _opt_id)}
+    "expected_space": Field(False, _opt_space)}
 OBSERVATION_FIELDS = {
-    "id": Field(True, _id), "space": Field(True, _id), "content": Field(True, _str),
+    "id": Field(True, _id), "space": Field(True, _space), "content": Field(True, _str),
     "source_ids": Field(True, _str_list), "tags": Field(False, _str_list)}
 SPACE_FIELDS = {
-    "id": Field(True, _id), "description": Field(False, _str), "default": Field(False, _bool)}
+    "id": Field(True, _space), "description": Field(False, _str), "default": Field(False, _bool)}
 DATASET_FIELDS = {
     "name": Field(True, _id), "format_version": Field(True, lambda v: None), "description":
     Field(True, _str), "license": Field(True, _str)}
@@ -241,7 +250,8 @@ def _check(path: Path, no: int | None, record: Mapping[str, Any],
         problem = spec.check(record[name])
         if problem is not None:
             kind = "malformed_instant" if spec.check is _instant else \
-                "bad_id" if "white space" in problem else "wrong_type"
+                "bad_id" if spec.check in (_id, _space, _opt_space) and \
+                isinstance(record[name], str) else "wrong_type"
             raise FormatError(path, no, name, kind, problem)
 
 

@@ -126,6 +126,11 @@ def _id_with_space(f):
     return "memories.jsonl", 2, "id", "bad_id", "white space"
 
 
+def _bad_space_id(f):
+    _edit(f, "memories.jsonl", 4, space="payments team")
+    return "memories.jsonl", 4, "space", "bad_id", "is not a space id"
+
+
 def _unknown_space(f):
     _edit(f, "questions.jsonl", 3, space="legal")
     return "questions.jsonl", 3, "space", "unknown_space", "'legal' holds no memory"
@@ -154,7 +159,7 @@ def _missing_file(f):
 
 
 BROKEN = [_unknown_field, _missing_id, _duplicate_id, _dangling_evidence, _malformed_instant,
-          _malformed_asked_at, _not_json, _wrong_type, _bad_role, _id_with_space,
+          _malformed_asked_at, _not_json, _wrong_type, _bad_role, _id_with_space, _bad_space_id,
           _unknown_space, _dangling_source, _label_in_metadata, _bad_version, _missing_file]
 
 
