@@ -4,7 +4,8 @@ Each ``DIR`` is a multirun (``python -m experiments.run -m system=memory_core,bm
 every job directory under it) or a single run directory. Every (run, mode) is an *arm*:
 ``memory_core/fast``, ``memory_core/accurate``, ``bm25``, ``dense``, ``txtai``, ``mem0``; a run
 whose overrides set more than the system (``channels=keyword_only``, ``fusion=rrf``, ...) says
-so in its label (``memory_core[channels=keyword_only]/fast``). Every arm is paired with the
+so in its label (``memory_core[channels=keyword_only]/fast``; overrides of how it is measured,
+``eval.*``, ``hydra.*``, are left out of labels). Every arm is paired with the
 baseline arm (``--baseline``, default ``memory_core/fast``) by
 :func:`experiments.compare.compare` on the view every system reports raw turns under:
 means, Δ with its 95% bootstrap CI, the paired randomization p clustered by conversation,
@@ -46,6 +47,8 @@ OUT_DIR = "report_systems"
 MD_FILE, JSON_FILE = "systems.md", "systems.json"
 RECALL_PLOT, LATENCY_PLOT = "systems_recall.png", "systems_latency.png"
 SHOWN_OVERRIDES = ("system",)  # an override with this key is the system, not a variant
+# overrides of how a run is measured or where it writes, not of the system: left out of labels
+MEASUREMENT_PREFIXES = ("eval.", "hydra.", "paths.", "progress", "seed")
 
 
 class SystemsReportError(ValueError):
@@ -72,6 +75,12 @@ def _overrides(run_dir: Path) -> tuple[str, ...]:
         if saved.is_file() else ()
 
 
+def _is_variant(key: str) -> bool:
+    """Whether an override key changes the system under test (``channels``, ``fusion.rrf_k``),
+    as opposed to naming it (``system``) or how it is measured (``eval.*``, ``hydra.*``)."""
+    return key not in SHOWN_OVERRIDES and not key.startswith(MEASUREMENT_PREFIXES)
+
+
 def run_dirs(paths: Sequence[str | Path]) -> list[Path]:
     """The run directories under each path: its jobs (a multirun) or itself (a run)."""
     found: list[Path] = []
@@ -96,8 +105,8 @@ def run_dirs(paths: Sequence[str | Path]) -> list[Path]:
 
 def arms_of(dirs: Sequence[Path]) -> list[Arm]:
     """Every (run, mode) of ``dirs``, labelled (module docstring)."""
-    overrides = {d: [o for o in _overrides(d) if o.split("=")[0].lstrip("+~")
-                     not in SHOWN_OVERRIDES] for d in dirs}
+    overrides = {d: [o for o in _overrides(d) if _is_variant(o.split("=")[0].lstrip("+~"))]
+                 for d in dirs}
     shared = set.intersection(*(set(o) for o in overrides.values())) if dirs else set()
     arms: list[Arm] = []
     for d in dirs:
