@@ -252,7 +252,7 @@ def curves(arm: Arm, kinds: Sequence[str] | None, n_resamples: int, seed: int
 
 def plot_recall(arms: Sequence[Arm], kinds: Sequence[str] | None, title: str, path: Path,
                 n_resamples: int, seed: int) -> Path:
-    fig = _figure(7.0, 4.4)
+    fig = _figure(7.6, 4.4 + 0.18 * len(arms))
     ax = fig.add_subplot()
     for arm in arms:
         mean, low, high = curves(arm, kinds, n_resamples, seed)
@@ -263,7 +263,8 @@ def plot_recall(arms: Sequence[Arm], kinds: Sequence[str] | None, title: str, pa
     ax.set_ylabel("mean recall@k (raw turns)")
     ax.set_ylim(0, 1)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="lower right")
+    fig.legend(*ax.get_legend_handles_labels(), loc="outside lower center", ncols=2,
+               fontsize=7)  # below the axes: never over a curve
     ax.set_title(f"{title}: recall@k, 95% cluster-bootstrap bands", fontsize=9)
     fig.savefig(path)
     return path
@@ -271,7 +272,7 @@ def plot_recall(arms: Sequence[Arm], kinds: Sequence[str] | None, title: str, pa
 
 def plot_latency(summaries: Sequence[Mapping[str, Any]], metric: str, title: str,
                  path: Path) -> Path:
-    fig = _figure(6.4, 4.2)
+    fig = _figure(7.6, 4.2 + 0.18 * len(summaries))
     ax = fig.add_subplot()
     for s in summaries:
         if s["mean"] is None or s["p50_ms"] is None:
@@ -284,7 +285,8 @@ def plot_latency(summaries: Sequence[Mapping[str, Any]], metric: str, title: str
     ax.set_xlabel("latency per question, p50 ms (whisker to p95; log scale)")
     ax.set_ylabel(f"{metric} (95% CI)")
     ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=7)
+    fig.legend(*ax.get_legend_handles_labels(), loc="outside lower center", ncols=2,
+               fontsize=7)
     ax.set_title(f"{title}: quality against latency", fontsize=9)
     fig.savefig(path)
     return path
