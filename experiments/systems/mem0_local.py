@@ -34,9 +34,6 @@ from experiments.systems.base import UNION, Hit, Item, Query, dir_bytes, require
 from experiments.systems.dense import normalised
 from memory_core.embed import Embedder
 
-# mem0 reads MEM0_TELEMETRY once, when it is first imported: set it before any import of it
-os.environ.setdefault("MEM0_TELEMETRY", "False")
-
 log = logging.getLogger(__name__)
 ALL_AGENT = "memory_core_harness"
 CLOSED_PORT_URL = "http://127.0.0.1:9/v1"  # discard port: nothing listens, nothing is sent
@@ -81,6 +78,9 @@ class Mem0:
     name = "mem0"
 
     def __init__(self, spec: Mem0Spec, embedder: Embedder, workdir: Path):
+        # mem0 reads MEM0_TELEMETRY when it is first imported: set before that import, and its
+        # flags cleared in case something imported it first
+        os.environ.setdefault("MEM0_TELEMETRY", "False")
         mem0 = require("mem0", "mem0")
         _telemetry_off()
         # mem0 logs every insert at INFO and its missing spaCy model at WARNING on every add
