@@ -48,7 +48,8 @@ MANIFEST = rundir.INGEST_FILE
 STORE = rundir.STORE_DIR
 READ_TIME = frozenset({"channels", "fusion", "rerank", "context", "tags", "routing",
                        "default_mode", "default_limit", "max_limit", "cache", "escalate",
-                       "context_hits", "trace", "default_channels", "pause_gc"})
+                       "context_hits", "trace", "default_channels", "pause_gc",
+                       "store"})
 
 
 class ReuseError(ValueError):

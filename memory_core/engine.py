@@ -92,7 +92,7 @@ class MemoryEngine:
         embedder = embedder or build_embedder(spec.embed)
         reranker, scorer, unavailable = load_scorers(spec, reranker, scorer,
                                                      CrossEncoderReranker)
-        store, root = open_location(path)  # a URL is never a directory (store/location.py)
+        store, root = open_location(path, spec.store.cache_mb)  # a URL is never a directory
         vectors = None
         if root is not None:
             index_files.remove_legacy_files(root / "vectors")  # pre-issue-21 unchecked copies
@@ -120,6 +120,10 @@ class MemoryEngine:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def cache_report(self) -> dict[str, Any]:
+        """What this process keeps per space under ``store.cache_mb`` (CacheBudget.report)."""
+        return self.store.budget.report()
 
     @property
     def available_modes(self) -> frozenset[Mode]:
@@ -352,9 +356,8 @@ class MemoryEngine:
         return found[row]
 
     def list_receipts(self, limit: int = 100, principal: str | None = None) -> list[Receipt]:
-        """The newest ``limit`` persisted receipts (``receipt=True``), newest first; a principal
-        other than the store's owner sees only those among them its own requests left (as
-        :meth:`get_receipt` allows)."""
+        """The newest ``limit`` persisted receipts (``receipt=True``), newest first; another
+        principal than the owner sees only its own requests' (as :meth:`get_receipt` allows)."""
         if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
             raise invalid("wrong_type", "limit must be a positive integer", "limit")
         who = self._principal(principal)
@@ -363,9 +366,8 @@ class MemoryEngine:
 
     def iter_memories(self, space_id: str | None = None, principal: str | None = None
                       ) -> Iterator[Memory]:
-        """Every memory (facts and observations) of ``space_id``, or of every space
-        ``principal`` (default: the store's owner) is a member of, space by space and by row
-        within a space; a space one may not read is 404 like a missing one."""
+        """Every memory of ``space_id``, or of every space ``principal`` (default: the owner)
+        is a member of, by space then row; a space one may not read is 404 like a missing one."""
         if space_id is not None:
             spaces = [self._authorised(space_id, principal, Role.VIEWER).space_id]
         else:
@@ -373,9 +375,8 @@ class MemoryEngine:
         yield from reads.iter_space_memories(self.store, spaces)
 
     def memories(self, memory_ids: Sequence[str]) -> dict[str, Memory]:
-        """The store's memories among ``memory_ids`` in one batched read, by id; an id the
-        store lacks (or that is not a memory id) is absent. The store owner's view (the
-        dashboard and readers resolve the ids a receipt names)."""
+        """The store's memories among ``memory_ids`` in one batched read, by id (an id it lacks
+        is absent): the owner's view (the dashboard resolves the ids a receipt names)."""
         return reads.memories_by_id(self.store, memory_ids)
 
     def count_memories(self, space_id: str | None = None) -> int:

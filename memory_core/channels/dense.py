@@ -31,16 +31,15 @@ SQLite holds the one durable copy of every embedding; an index is built from it 
 first use and kept in step afterwards:
 
 - **one writer at a time** (per engine, all spaces): :meth:`DenseIndex.writing` holds the index
-  lock from before a write's SQLite transaction until its rows are added, so no other thread
-  can catch the index up with those rows in between (which used to index them twice);
-  :meth:`add` and :meth:`_catch_up` skip rows the index already holds (``_held``);
-- rows written by another engine or process are picked up by :meth:`_catch_up` when the
-  space's version moves;
-- with ``directory`` set (``channels.dense_persist``), :meth:`save` writes each index through
+  lock from a write's transaction until its rows are added, so no other thread catches the
+  index up with them in between; :meth:`add` and :meth:`_catch_up` skip rows held (``_held``);
+- rows written by another engine or process are caught up when the space's version moves;
+- with ``channels.dense_persist``, :meth:`save` writes each index through
   :mod:`memory_core.index_files` (atomic, checksummed, stamped with the space id and the rows it
-  actually holds, under the cross-process writer lock), and a load checks the file against
-  SQLite's rows: any damage or disagreement rebuilds from SQLite and is logged and recorded in
-  :attr:`DenseIndex.rebuilt` / :attr:`DenseIndex.damage`.
+  holds, under the cross-process writer lock); a load checks the file against SQLite's rows:
+  damage or disagreement rebuilds, logged in :attr:`DenseIndex.rebuilt` / ``damage``;
+- every index is registered with the store's cache budget (``store.cache_mb``), which may
+  evict it: the space's next read loads or builds it again (issue 49).
 """
 
 from __future__ import annotations
@@ -58,13 +57,15 @@ import numpy as np
 from memory_core import index_files
 from memory_core.config import ChannelsSpec, DenseIndexKind
 from memory_core.channels.base import ChannelContext, ChannelResult, Stage
-from memory_core.channels.dense_pg import pgvector_index
-from memory_core.channels.faiss_kinds import HNSW_EF_CAP, HNSW_KIND, KIND, _faiss, file_kind
+from memory_core.channels.dense_pg import PgVectorIndex, pgvector_index
+from memory_core.channels.faiss_kinds import (HNSW_KIND, KIND, KIND_BUDGET, _faiss, file_kind,
+                                              index_bytes, search_hnsw)
 from memory_core.index_files import DamageReason, IndexFileError, IndexHeader
 from memory_core.store import SqlFilter, StoreBackend
 from memory_core.types import Candidate, Channel, Retrieval, new_candidate
 
 log = logging.getLogger(__name__)
+
 
 class DenseIndex:
     """Per-space faiss indexes over the store's embeddings (see the module docstring)."""
@@ -90,10 +91,11 @@ class DenseIndex:
         self._lock = threading.RLock()
         self.rebuilt: list[str] = []  # spaces rebuilt from SQLite at load (for tests and logs)
         self.damage: list[tuple[str, DamageReason]] = []  # files refused at load, and why
-        # channels.dense_index="pgvector": HNSW inside PostgreSQL (channels/dense_pg.py), or
-        # faiss "auto" where the store has no pgvector (logged, and why kept in pgvector_absent)
-        self.pg, self.pgvector_absent = pgvector_index(store, dim, self.spec) \
-            if self.kind is DenseIndexKind.PGVECTOR else (None, None)
+        # HNSW inside PostgreSQL (channels/dense_pg.py) for every space ("pgvector") or those
+        # of dense_ann_threshold memories or more ("auto"); faiss where the store has none
+        self.pg, self.pgvector_absent = pgvector_index(
+            store, dim, self.spec, every_space=self.kind is DenseIndexKind.PGVECTOR) \
+            if self.kind in (DenseIndexKind.PGVECTOR, DenseIndexKind.AUTO) else (None, None)
         if self.kind is DenseIndexKind.PGVECTOR and self.pg is None:
             log.warning("channels.dense_index=pgvector: %s; faiss auto used", self.pgvector_absent)
             self.kind = DenseIndexKind.AUTO
@@ -115,8 +117,42 @@ class DenseIndex:
                 self._indexes[space_id] = index
             elif self._synced.get(space_id) != version:
                 self._catch_up(space_id, index)
+            else:
+                self.store.budget.touch(KIND_BUDGET, space_id)
+                return index
             self._synced[space_id] = version
+            self._register(space_id)
             return self._indexes[space_id]  # _catch_up may have rebuilt it
+
+    def _register(self, space_id: str) -> None:
+        """The space's index registered with the store's cache budget at its size now."""
+        index = self._indexes.get(space_id)
+        if index is not None:
+            self.store.budget.put(KIND_BUDGET, space_id, index_bytes(index, self.dim,
+                                                                     self.spec.dense_hnsw_m),
+                                  self._evicted, (space_id, index))
+
+    def _evicted(self, token: tuple[str, Any]) -> None:
+        """The budget evicted the space's index: forgotten (its next read loads or builds it;
+        a load from a file catches up with what was written since :meth:`save`)."""
+        space_id, index = token
+        with self._lock:
+            if self._indexes.get(space_id) is index:
+                del self._indexes[space_id]
+                self._held.pop(space_id, None)
+                self._synced.pop(space_id, None)
+
+    def _forget_faiss(self, space_id: str) -> None:
+        """The space is pgvector's now (it grew past the threshold): its faiss index goes."""
+        with self._lock:
+            if self._indexes.pop(space_id, None) is not None:
+                self._held.pop(space_id, None)
+                self._synced.pop(space_id, None)
+                self.store.budget.forget(KIND_BUDGET, space_id)
+
+    def _pg_for(self, space_id: str) -> PgVectorIndex | None:
+        """pgvector's index when it serves the space (channels/dense_pg.py), else None."""
+        return self.pg if self.pg is not None and self.pg.serves(space_id) else None
 
     def wants_hnsw(self, count: int) -> bool:
         """Whether a space of ``count`` memories gets an hnsw index (``channels.dense_index``)."""
@@ -239,8 +275,8 @@ class DenseIndex:
 
     def prepare(self, space_id: str) -> None:
         """Load the space's index (and catch it up) before a write."""
-        if self.pg is not None:
-            return self.pg.prepare(space_id)
+        if (pg := self._pg_for(space_id)) is not None:
+            return pg.prepare(space_id)
         self._index_for(space_id)
 
     @contextmanager
@@ -255,18 +291,20 @@ class DenseIndex:
 
     def add(self, space_id: str, rowids: list[int], vectors: np.ndarray) -> None:
         """Add freshly written rows (inside :meth:`writing`, or after :meth:`prepare`)."""
-        if self.pg is not None:
-            return self.pg.add(space_id, rowids, vectors)
+        if (pg := self._pg_for(space_id)) is not None:  # also the write past the threshold
+            pg.add(space_id, rowids, vectors)
+            return self._forget_faiss(space_id)
         with self._lock:
             index = self._indexes.get(space_id)
             if index is None:
                 raise RuntimeError(f"vector index of {space_id!r} was not prepared before a write")
             self._add_rows(space_id, index, np.asarray(rowids, dtype=np.int64), vectors)
+            self._register(space_id)
 
     def save(self) -> None:
         """Write every loaded index (atomic, checksummed) and then the manifest, under the
         cross-process writer lock; a no-op when the index is not persisted."""
-        if self.directory is None or self.pg is not None:
+        if self.directory is None:
             return
         faiss = _faiss()
         with self._lock, index_files.writer_lock(self.directory):
@@ -288,8 +326,9 @@ class DenseIndex:
     def search(self, space_id: str, query_vec: np.ndarray, flt: SqlFilter,
                depth: int) -> list[Candidate]:
         """Top ``depth`` eligible memories of the space by cosine similarity."""
-        if self.pg is not None:
-            return self.pg.search(space_id, query_vec, flt, depth)
+        if (pg := self._pg_for(space_id)) is not None:
+            self._forget_faiss(space_id)  # a space that grew past the threshold elsewhere
+            return pg.search(space_id, query_vec, flt, depth)
         faiss = _faiss()
         index = self._index_for(space_id)
         if index.ntotal == 0 or depth <= 0:
@@ -312,7 +351,7 @@ class DenseIndex:
                     faiss.SearchParameters(sel=sel)  # pyright: ignore[reportCallIssue]
                 scores, ids = index.search(q, k, params=params)
             else:
-                scores, ids = self._search_hnsw(index, q, k, sel, share)
+                scores, ids = search_hnsw(index, q, k, sel, share, self.spec)
         found = [(float(score), int(rowid))
                  for score, rowid in zip(scores[0].tolist(), ids[0].tolist(), strict=True)
                  if rowid >= 0]
@@ -328,8 +367,8 @@ class DenseIndex:
         index in memory: no store read, so scoring the pool's other finds
         (``fusion.complete``) costs a reconstruct and a product. Rows the index does not hold
         are left out."""
-        if self.pg is not None:
-            return self.pg.scores_of(space_id, query_vec, rowids)
+        if (pg := self._pg_for(space_id)) is not None:
+            return pg.scores_of(space_id, query_vec, rowids)
         with self._lock:
             index = self._indexes.get(space_id)
             if index is None:
@@ -341,36 +380,6 @@ class DenseIndex:
             vectors = index.reconstruct_batch(np.array(keys, dtype=np.int64))
         q = np.ascontiguousarray(query_vec, dtype=np.float32).reshape(-1)
         return dict(zip(keys, (vectors @ q).tolist(), strict=True))
-
-    def _search_hnsw(self, index, q: np.ndarray, k: int, sel, share: float
-                     ) -> tuple[np.ndarray, np.ndarray]:
-        """Approximate search of an hnsw index, exact over its flat storage when the filter
-        leaves too small a share or the walk comes back short (module docstring)."""
-        faiss = _faiss()
-        if share >= self.spec.dense_ann_exact_share:
-            ef = min(max(self.spec.dense_hnsw_ef_search, k) / max(share, 1e-9), HNSW_EF_CAP)
-            # in faiss's runtime API, not in the stub it ships
-            params = faiss.SearchParametersHNSW(  # pyright: ignore[reportAttributeAccessIssue]
-                efSearch=max(int(ef), k))
-            if sel is not None:
-                params.sel = sel
-            scores, ids = index.search(q, k, params=params)
-            if sel is None or int((ids[0] >= 0).sum()) >= k:
-                return scores, ids
-        # exact: the hnsw's flat storage (positions, not rows) through a translating selector
-        hnsw = faiss.downcast_index(index.index)
-        assert isinstance(hnsw, faiss.IndexHNSW)  # file_kind(index) is HNSW_KIND here
-        storage = faiss.downcast_index(hnsw.storage)
-        params = None
-        if sel is not None:
-            translated = faiss.IDSelectorTranslated(index.id_map, sel)
-            # keywords: faiss's wrapper takes them, its stub does not (as in search)
-            params = faiss.SearchParameters(sel=translated)  # pyright: ignore[reportCallIssue]
-        scores, pos = storage.search(q, k, params=params)
-        ids = np.array([[index.id_map.at(int(p)) if p >= 0 else -1 for p in pos[0]]],
-                       dtype=np.int64)
-        return scores, ids
-
 
 class DenseChannel:
     """Cosine similarity over the space's vector index (``channels.dense``, ``dense_pool``;

@@ -24,6 +24,7 @@ but says nothing inside its own.
 
 from __future__ import annotations
 
+import logging
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from types import MappingProxyType
@@ -34,10 +35,13 @@ from memory_core.channels.base import ChannelContext, ChannelResult, Stage
 from memory_core.store import SqlFilter, StoreBackend, memory_id_of
 from memory_core.store.postings import WORD
 from memory_core.channels.keyword_corpus import KeywordCorpus, corpus_of, unscorable
-from memory_core.channels.keyword_postings import (fts5_idf, postings_scores, smoothed_idf,
+from memory_core.channels.keyword_postings import (SNAPSHOT_TRIES, SNAPSHOT_TRIES_NO_FTS5,
+                                                   fts5_idf, postings_scores, smoothed_idf,
                                                    uses_postings)
 from memory_core.types import Candidate, Channel, Retrieval, new_candidate
 
+
+log = logging.getLogger(__name__)
 
 STOPWORDS = frozenset("""
 a an and are as at be been being but by can could did do does doing for from had has have
@@ -78,6 +82,20 @@ def space_common_words(store: StoreBackend, space_id: str, words: list[str], df_
     common = [w for w in words
               if store.keyword_doc_count(space_id, f'"{w}"') > df_max * size]
     return common if len(common) < len(words) else []
+
+
+def single_token_words(store: StoreBackend, space_id: str, words: list[str]) -> list[str]:
+    """``words`` less those FTS5 reads as several tokens, on a store without FTS5 tables
+    (PostgreSQL): its postings match terms, not phrases. Such a word needs a character of the
+    21 of New Tai Lue or Vedic signs that unicode61 splits on and Python's ``\\w`` does
+    not; each one left out is logged (``tests/memory_core/channels/
+    test_keyword_pg_words.py``)."""
+    terms = store.query_terms(words)
+    split = [w for w, t in zip(words, terms, strict=True) if t is None]
+    if split:
+        log.warning("keyword search of space %r: %s left out (FTS5 reads each as several "
+                    "tokens, a phrase the postings cannot match)", space_id, split)
+    return [w for w, t in zip(words, terms, strict=True) if t is not None]
 
 
 IDF_CHOICES = ("store", "space")
@@ -177,6 +195,9 @@ def search(store: StoreBackend, space_id: str, query: str, flt: SqlFilter, depth
         if among:
             marks = ",".join("?" * len(among))
             flt = flt.and_(SqlFilter(f"m.rowid IN ({marks})", tuple(among)))
+    fts5 = store.dialect.fulltext  # else (PostgreSQL) the postings score every search
+    if not fts5 and words:
+        words = single_token_words(store, space_id, words)
     if not words or depth <= 0:
         return []
     spaces = sorted({space_id, *stats_spaces})
@@ -185,11 +206,15 @@ def search(store: StoreBackend, space_id: str, query: str, flt: SqlFilter, depth
         (own_rows, _), (ctx_rows, _) = corpus.totals()
     whole = idf == "store" or (own_space == own_rows and ctx_space == ctx_rows)
     hits = None
-    if corpus is not None or uses_postings(index, index_threshold, own_rows, space_df_max):
+    if corpus is not None or not fts5 or uses_postings(index, index_threshold, own_rows,
+                                                       space_df_max):
         # under FTS5's statistics the other spaces lend nothing but store-wide counts
         hits = postings_scores(store, space_id, words, flt, depth, context_weight, whole,
                                idf_prior_rows, [space_id] if whole else spaces, among, matched,
-                               corpus)
+                               corpus, tries=SNAPSHOT_TRIES if fts5 else SNAPSHOT_TRIES_NO_FTS5)
+    if hits is None and not fts5:
+        raise RuntimeError(f"keyword search of space {space_id!r}: writes to it kept landing "
+                           f"during the read ({SNAPSHOT_TRIES_NO_FTS5} refreshes)")
     if hits is None and corpus is not None:  # FTS5 reads the store's statistics, not these
         split = [w for w, t in zip(words, store.query_terms(words), strict=True) if t is None]
         if split:

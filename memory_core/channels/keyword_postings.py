@@ -19,7 +19,9 @@ from memory_core.store.postings import PostingState, TermHits, bm25_part, fts5_w
 
 log = logging.getLogger(__name__)
 
-_SNAPSHOT_TRIES = 3  # refreshes tried before writes landing meanwhile hand a search to FTS5
+SNAPSHOT_TRIES = 3  # refreshes tried before writes landing meanwhile hand a search to FTS5
+# without FTS5 (PostgreSQL) there is nothing to hand it to: more tries, then an error
+SNAPSHOT_TRIES_NO_FTS5 = 20
 
 
 def fts5_idf(rows: float, df: float) -> float:
@@ -64,7 +66,8 @@ def index_written(store: StoreBackend, ch: ChannelsSpec, space_id: str) -> None:
     if not (ch.keyword and ch.keyword_index_on_write):
         return
     try:  # the size read too: on a database store it can fail like the refresh
-        if ch.keyword_corpus is None and not uses_postings(  # a corpus: always the postings
+        # a corpus, or no FTS5 (PostgreSQL): always the postings
+        if ch.keyword_corpus is None and store.dialect.fulltext and not uses_postings(
                 ch.keyword_index, ch.keyword_index_threshold,
                 store.fulltext_sizes([space_id])[0], ch.keyword_space_df_max):
             return
@@ -79,7 +82,8 @@ def postings_scores(store: StoreBackend, space_id: str, words: list[str], flt: S
                     prior_rows: float, spaces: Sequence[str],
                     among: Sequence[int] | None = None,
                     matched: dict[str, tuple[np.ndarray, np.ndarray]] | None = None,
-                    corpus: KeywordCorpus | None = None) -> list[tuple[int, float]] | None:
+                    corpus: KeywordCorpus | None = None, tries: int = SNAPSHOT_TRIES
+                    ) -> list[tuple[int, float]] | None:
     """The scores :func:`search`'s FTS5 paths give, from the in-memory postings of ``spaces``
     (:mod:`memory_core.store.postings`): [(rowid, score)] of ``space_id``'s top ``depth``
     eligible rows, best first (ties: lower rowid), or None when a word is not one FTS5 token.
@@ -95,12 +99,12 @@ def postings_scores(store: StoreBackend, space_id: str, words: list[str], flt: S
     break the same way. ``corpus``: the totals and store-wide counts are its
     (:mod:`~memory_core.channels.keyword_corpus`). With ``among`` (rows known eligible),
     those of them that hold a query word, best first, without a filter check (no store
-    read). ``matched``: as :func:`search`.
+    read). ``matched``: as :func:`search`. ``tries``: refreshes before giving up (None).
     """
     terms = store.query_terms(words)
     if any(t is None for t in terms):
         return None
-    for attempt in range(_SNAPSHOT_TRIES + 1):
+    for attempt in range(tries + 1):
         # first the postings as they stand (no write since the last search, the common case,
         # costs no refresh); then refreshed, each in a snapshot of its own (lock order: the
         # index's, then the store's). The totals and counts below must be read at the

@@ -36,6 +36,7 @@ __all__ = ["COMPLETABLE", "PACKAGED_MINILM", "PLATFORM_MAX_TARGETS", "CacheSpec"
            "ContextHitsSpec", "ContextSpec", "DedupSpec", "DenseIndexKind", "EmbedSpec",
            "EngineSpec", "EscalateSpec", "FusionMethod", "FusionSpec", "LimitsSpec", "Norm",
            "OnFailure", "RedactSpec", "RerankScorer", "RerankSpec", "RouterName", "RoutingSpec",
+           "StoreSpec",
            "TagFilterSpec", "TraceSpec", "WriteSpec", "default_cache_dir", "parse_choice",
            "spec_from_mapping"]
 
@@ -224,6 +225,25 @@ class RoutingSpec:
 
 
 @dataclass(frozen=True)
+class StoreSpec:
+    """What a process keeps of the store in memory (:mod:`memory_core.store.budget`).
+
+    ``cache_mb``: the one budget, in MiB, of everything this process builds per space from
+    the store (the keyword channel's BM25 postings, the dense channel's vector indexes), least
+    recently used space first out; an evicted space is rebuilt from the store on its next read
+    (slower, never different). 2,048 MiB holds a 1M-memory space of MiniLM vectors with its
+    postings; a service process serving many spaces of a large PostgreSQL store sets what its
+    machine can spare (``benchmarks/pg_scale.py``)."""
+
+    cache_mb: float = 2048.0
+
+    def __post_init__(self) -> None:
+        if isinstance(self.cache_mb, bool) or not isinstance(self.cache_mb, int | float) \
+                or not 0 <= self.cache_mb <= 2**40:
+            raise ValueError(f"store.cache_mb must be a number of MiB >= 0, got {self.cache_mb!r}")
+
+
+@dataclass(frozen=True)
 class EngineSpec:
     embed: EmbedSpec = field(default_factory=EmbedSpec)
     channels: ChannelsSpec = field(default_factory=ChannelsSpec)
@@ -240,6 +260,7 @@ class EngineSpec:
     context_hits: ContextHitsSpec = field(default_factory=ContextHitsSpec)
     trace: TraceSpec = field(default_factory=TraceSpec)
     limits: LimitsSpec = field(default_factory=LimitsSpec)
+    store: StoreSpec = field(default_factory=StoreSpec)
     # request ``channels`` default: hybrid (all channels on in ``channels``) | vector | bm25 | graph
     default_channels: Retrieval = Retrieval.HYBRID
     # "fast": it wins on LoCoMo (raw turns and with observations, paired p < 0.05) against the

@@ -15,12 +15,15 @@ import logging
 import re
 import time
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from memory_core.service.errors import ServiceCode, ServiceError
+
+if TYPE_CHECKING:
+    from memory_core.service.metrics import ServiceMetrics
 
 ACCESS_LOGGER = "memory_core.service.access"
 REQUEST_ID_HEADER = "x-request-id"
@@ -33,8 +36,9 @@ log = logging.getLogger(ACCESS_LOGGER)
 class AccessLog:
     """ASGI middleware: assigns the request id, echoes it, logs one line per request."""
 
-    def __init__(self, app: ASGIApp):
+    def __init__(self, app: ASGIApp, metrics: ServiceMetrics | None = None):
         self.app = app
+        self.metrics = metrics  # the app's counters (GET /metrics), when given
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -56,14 +60,19 @@ class AccessLog:
                                       (REQUEST_ID_HEADER.encode(), request_id.encode())]
             await send(message)
 
+        if self.metrics is not None:
+            self.metrics.in_flight.inc()
         try:
             await self.app(scope, receive, send_with_id)
         finally:
-            route = scope.get("route")
+            route = getattr(scope.get("route"), "path_format", None) or "<unmatched>"
+            seconds = time.perf_counter() - t0
+            if self.metrics is not None:
+                self.metrics.in_flight.dec()
+                self.metrics.observe(str(scope.get("method")), route, status, seconds)
             log.info(json.dumps({
                 "event": "access", "request_id": request_id, "method": scope.get("method"),
-                "route": getattr(route, "path_format", None) or "<unmatched>",
-                "status": status, "latency_ms": round((time.perf_counter() - t0) * 1000, 3),
+                "route": route, "status": status, "latency_ms": round(seconds * 1000, 3),
                 "principal": state.get("principal")}))
 
 

@@ -24,7 +24,7 @@ from typing import Any
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic.json_schema import models_json_schema
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -36,6 +36,7 @@ from memory_core.service import routes_agent, routes_v1
 from memory_core.service.access import AccessLog
 from memory_core.service.errors import ServiceCode, ServiceError
 from memory_core.service.keys import KeyStore
+from memory_core.service.metrics import CONTENT_TYPE, STORE_CODES
 from memory_core.service.request_models import request_models
 from memory_core.service.shared import Service, ServiceSettings
 
@@ -48,7 +49,8 @@ _bearer = HTTPBearer(auto_error=False, description="an API key from `memory-core
 def create_app(engine: MemoryEngine, keys: KeyStore,
                settings: ServiceSettings | None = None) -> FastAPI:
     """The service app: ``/v1`` (the Retrieve API and writes), ``/api/v1/{context_id}`` (the
-    agent-memory API), ``/healthz`` (no key), OpenAPI at ``/openapi.json`` and ``/docs``."""
+    agent-memory API), ``/healthz`` and ``/metrics`` (no key), OpenAPI at ``/openapi.json`` and
+    ``/docs``."""
 
     svc = Service(engine, keys, settings or ServiceSettings())
     app = FastAPI(title="memory_core", version="1", summary="Agent memory retrieval with receipts",
@@ -71,14 +73,33 @@ def create_app(engine: MemoryEngine, keys: KeyStore,
     for api in routers:
         app.include_router(api)
 
-    @app.get("/healthz", tags=["service"], responses={200: {"description": "the service runs"}})
-    async def healthz() -> dict[str, str]:
-        return {"status": "ok"}
+    @app.get("/healthz", tags=["service"], responses={
+        200: {"description": "the service runs and its store answers"},
+        503: {"description": "the store cannot be reached (its reason in the body)"}})
+    async def healthz() -> JSONResponse:
+        """No key needed. One read of the store (its newest row) in a worker thread: a
+        process whose database is down is unhealthy, so a load balancer takes it out."""
+        try:
+            await svc.gate.run(engine.store.store_stamp)
+        except MemoryCoreError as err:
+            code = err.code.value
+            svc.metrics.store_error(code if code in STORE_CODES else "internal")
+            return JSONResponse({"status": "unavailable", "code": err.code.value,
+                                 "reason": err.reason, "message": err.message}, 503)
+        return JSONResponse({"status": "ok", "store": engine.store.path})
+
+    @app.get("/metrics", tags=["service"], response_class=Response, responses={
+        200: {"description": "Prometheus text format", "content": {CONTENT_TYPE: {}}}})
+    async def metrics() -> Response:
+        """No key needed (route templates and counts only: no body, id or key). Requests by
+        route and status, latency histograms, store errors, the cache budget
+        (:mod:`memory_core.service.metrics`)."""
+        return Response(svc.metrics.render(), media_type=CONTENT_TYPE)
 
     # every route with its full path, for a 405's Allow header
     app.state.served_routes = (*app.router.routes, *(r for api in routers for r in api.routes))
     _handlers(app)
-    app.add_middleware(AccessLog)
+    app.add_middleware(AccessLog, metrics=svc.metrics)
     app.openapi = functools.partial(_openapi, app)  # type: ignore[method-assign]
     return app
 
@@ -91,6 +112,8 @@ def _error(status: int, body: dict[str, Any], headers: dict[str, str] | None = N
 def _handlers(app: FastAPI) -> None:
     @app.exception_handler(MemoryCoreError)
     async def engine_error(request: Request, exc: MemoryCoreError) -> JSONResponse:
+        if exc.code.value in STORE_CODES:
+            app.state.service.metrics.store_error(exc.code.value)
         return _error(exc.status, exc.to_dict())
 
     @app.exception_handler(ServiceError)
@@ -121,6 +144,7 @@ def _handlers(app: FastAPI) -> None:
         request_id = request.scope.get("state", {}).get("request_id")
         log.error("unexpected %s in request %s", type(exc).__name__, request_id,
                   exc_info=exc)
+        app.state.service.metrics.store_error("internal")
         return _error(500, ServiceError(
             ServiceCode.INTERNAL_ERROR, "unexpected",
             f"internal error; the server log has the details (request id {request_id})"

@@ -37,6 +37,10 @@ def add_commands(sub: Any, make_parser: Callable[..., argparse.ArgumentParser]) 
                        help=f"port (default {DEFAULT_PORT})")
     serve.add_argument("--max-body-bytes", type=int, metavar="N",
                        help="larger request bodies are 413 (default 1 MiB)")
+    serve.add_argument("--cache-mb", type=float, metavar="MB",
+                       help="what this process keeps per space (keyword postings, vector "
+                       "indexes), least recently used first out (store.cache_mb; default "
+                       "2048)")
     serve.add_argument("--engine-factory", metavar="MODULE:CALLABLE",
                        help="build the engine with this callable(store_dir) instead of "
                        "MemoryEngine.open (e.g. a model-free embedder for load tests)")
@@ -73,9 +77,11 @@ def run(args: argparse.Namespace) -> int:
             args.command_parser.error(f"--port must be 1-65535, got {args.port}")
         if args.max_body_bytes is not None and args.max_body_bytes < 1:
             args.command_parser.error("--max-body-bytes must be >= 1")
+        if args.cache_mb is not None and not 0 <= args.cache_mb <= 2**40:
+            args.command_parser.error("--cache-mb must be >= 0")
         try:
             serve(args.store, args.host, args.port, args.engine_factory, args.max_body_bytes,
-                  args.keys)
+                  args.keys, args.cache_mb)
         except ValueError as exc:  # a bad --engine-factory or a damaged keys file
             print(f"error: {exc}", file=sys.stderr)
             return 1

@@ -62,9 +62,9 @@ def _log_to_stderr() -> None:
 
 def serve(store: str | Path, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
           engine_factory: str | None = None, max_body_bytes: int | None = None,
-          keys_file: str | Path | None = None) -> None:
+          keys_file: str | Path | None = None, cache_mb: float | None = None) -> None:
     """Open the store and serve it until interrupted (API keys from ``keys_file``, else the
-    store directory's keys file)."""
+    store directory's keys file; ``cache_mb``: the process's ``store.cache_mb``)."""
     import uvicorn
 
     from memory_core.service.app import create_app
@@ -79,6 +79,8 @@ def serve(store: str | Path, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
     settings = ServiceSettings() if max_body_bytes is None else ServiceSettings(max_body_bytes)
     _log_to_stderr()
     engine = resolve_factory(engine_factory)(str(store))
+    if cache_mb is not None:  # before any read: the store's budget resized (store.cache_mb)
+        engine.store.budget.resize(int(cache_mb * 2**20))
     try:
         app = create_app(engine, keys, settings)
         uvicorn.run(app, host=host, port=port, access_log=False, log_level="info",

@@ -21,6 +21,7 @@ from memory_core.service import models
 from memory_core.service.access import read_json
 from memory_core.service.errors import ServiceCode, ServiceError
 from memory_core.service.keys import KeyStore
+from memory_core.service.metrics import ServiceMetrics
 from memory_core.types import RetrieveRequest
 
 T = TypeVar("T")
@@ -62,6 +63,7 @@ class Service:
         self.gate = Gate(engine)
         self.keys = keys
         self.settings = settings
+        self.metrics = ServiceMetrics(engine.cache_report)  # GET /metrics
 
     async def body(self, request: Request) -> Any:
         return await read_json(request, self.settings.max_body_bytes)

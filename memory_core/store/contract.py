@@ -27,6 +27,7 @@ import numpy as np
 
 from memory_core.receipts import Receipt
 from memory_core.store.memories import NewMemory
+from memory_core.store.budget import CacheBudget
 from memory_core.store.postings import PostingState
 from memory_core.store.sessions import SessionKey, SessionTurns
 from memory_core.store.sql import Dialect, SqlFilter
@@ -45,6 +46,9 @@ class StoreBackend(Protocol):
     def dialect(self) -> Dialect:
         """The SQL dialect :class:`~.sql.SqlFilter` fragments for this store are written in."""
         ...
+
+    budget: CacheBudget
+    """What this process keeps per space, under ``store.cache_mb`` (:mod:`.budget`)."""
 
     def close(self) -> None:
         ...

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from memory_core.errors import store_damaged
+from memory_core.store.budget import DEFAULT_CACHE_MB, CacheBudget
 from memory_core.store.schema import PAGE_SIZE, SCHEMA, migrate
 from memory_core.store.sql import SQLITE, Dialect
 
@@ -34,6 +35,9 @@ class Database:
 
     def __init__(self, path: str | Path):
         self.path = str(path)
+        # what this process keeps per space (postings, vector indexes): MemoryEngine.open sets
+        # the one its spec names (store.cache_mb) before anything is built
+        self.budget = CacheBudget.of_mb(DEFAULT_CACHE_MB)
         self._lock = threading.RLock()
         # per thread, inside read_snapshot(): the store stamp (.value: None outside a snapshot,
         # -1 not read yet, else the stamp)
@@ -164,6 +168,11 @@ class Database:
         if held < 0:
             held = where.value = self._newest_row()
         return held
+
+    def _text_written(self, c: Any, items: Sequence[Any], rowids: Sequence[int]) -> None:
+        """Inside a write transaction, after its rows are inserted: what a database without
+        full-text tables keeps of their text (SQLite's FTS5 rows are written with each row;
+        PostgreSQL's store keeps BM25's store-wide numbers, :mod:`.pg.bm25_stats`)."""
 
     def _added(self, newest: int) -> None:
         """After a batch of memories committed, ``newest`` its last row: nothing to do here

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from memory_core.errors import invalid
 from memory_core.store import Store, StoreBackend
+from memory_core.store.budget import DEFAULT_CACHE_MB, CacheBudget
 from memory_core.store.uri import redact_url
 
 # RFC 3986: scheme = ALPHA *( ALPHA / DIGIT / "+" / "-" / "." ), then "://"
@@ -66,17 +67,23 @@ def parse_location(location: str | Path) -> StoreLocation:
                   "path, never a URL)", "store")
 
 
-def open_location(location: str | Path) -> tuple[StoreBackend, Path | None]:
+def open_location(location: str | Path, cache_mb: float = DEFAULT_CACHE_MB
+                  ) -> tuple[StoreBackend, Path | None]:
     """Open the store at ``location``: ``(store, its directory or None)``. A directory is
-    created when missing (its SQLite file ``memory.sqlite`` too); ``":memory:"`` has none."""
+    created when missing (its SQLite file ``memory.sqlite`` too); ``":memory:"`` has none.
+    ``cache_mb``: the budget of what the process keeps per space (``store.cache_mb``)."""
     loc = parse_location(location)
+    root = None
     if loc.kind is StoreKind.MEMORY:
-        return Store(":memory:"), None
-    if loc.kind is StoreKind.POSTGRESQL:
-        return _open_postgres(loc.text), None
-    root = Path(loc.text)
-    root.mkdir(parents=True, exist_ok=True)
-    return Store(root / "memory.sqlite"), root
+        store: StoreBackend = Store(":memory:")
+    elif loc.kind is StoreKind.POSTGRESQL:
+        store = _open_postgres(loc.text)
+    else:
+        root = Path(loc.text)
+        root.mkdir(parents=True, exist_ok=True)
+        store = Store(root / "memory.sqlite")
+    store.budget = CacheBudget.of_mb(cache_mb)
+    return store, root
 
 
 def _open_postgres(uri: str) -> StoreBackend:

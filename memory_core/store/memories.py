@@ -62,6 +62,20 @@ MINHASH_ROWS_KEPT = 32_768
 
 MEMORY_ROWS_KEPT = 10_000  # built memories kept between reads (get_memories)
 
+_INSERTS = {  # a batch's rows, table by table, in this order (MemoryQueries.insert_batch)
+    "passages": "INSERT INTO passages(passage_id, space_id, content, document_id) "
+                "VALUES (?, ?, ?, ?)",
+    "memories": "INSERT INTO memories(rowid, space_id, content, content_hash, memory_type, "
+                "passage_id, document_id, metadata, entities, timestamp, recorded_at, "
+                "occurred_start, occurred_end, user_id, agent_id, session_id, minhash, "
+                "timestamp_sent) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+    "memory_vectors": "INSERT INTO memory_vectors(rowid, embedding) VALUES (?, ?)",
+    "memories_fts": "INSERT INTO memories_fts(rowid, content) VALUES (?, ?)",  # SQLite's FTS5
+    "memory_tags": "INSERT INTO memory_tags VALUES (?, ?) ON CONFLICT DO NOTHING",
+    "memory_sources": "INSERT INTO memory_sources VALUES (?, ?, ?)",
+    "memory_entities": "INSERT INTO memory_entities VALUES (?, ?) ON CONFLICT DO NOTHING",
+    "memory_scopes": "INSERT INTO memory_scopes VALUES (?, ?) ON CONFLICT DO NOTHING"}
+
 _MEMORY_COLUMNS = ("m.rowid, m.space_id, m.content, m.content_hash, m.memory_type, m.passage_id, "
                    "m.document_id, m.metadata, m.entities, m.timestamp, m.recorded_at, "
                    "m.occurred_start, m.occurred_end, m.user_id, m.agent_id, m.session_id, "
@@ -90,42 +104,37 @@ class MemoryQueries(Database):
                      if c.execute("SELECT 1 FROM memories WHERE space_id = ? LIMIT 1",
                                   (sp,)).fetchone() is None}
             previous_passage: int | None = None
+            # one statement a table (PostgreSQL pipelines it), parents first (_INSERTS)
+            rows: dict[str, list[tuple]] = {table: [] for table in _INSERTS}
             for it in items:
                 passage_id = previous_passage if it.shares_passage else it.passage_id
                 if it.passage is not None and not it.shares_passage:
                     passage_id, next_passage = next_passage, next_passage + 1
-                    c.execute("INSERT INTO passages(passage_id, space_id, content, document_id)"
-                              " VALUES (?, ?, ?, ?)",
-                              (passage_id, it.space_id, it.passage, it.document_id))
+                    rows["passages"].append((passage_id, it.space_id, it.passage, it.document_id))
                 rowid, next_row = next_row, next_row + 1
-                c.execute(
-                    "INSERT INTO memories(rowid, space_id, content, content_hash, memory_type, "
-                    "passage_id, document_id, metadata, entities, timestamp, recorded_at, "
-                    "occurred_start, occurred_end, user_id, agent_id, session_id, minhash, "
-                    "timestamp_sent) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                rows["memories"].append(
                     (rowid, it.space_id, it.content, it.content_hash, it.memory_type.value,
                      passage_id, it.document_id, json.dumps(it.metadata, sort_keys=True),
                      json.dumps(list(it.entities)), it.timestamp, it.recorded_at,
                      it.occurred_start, it.occurred_end, it.user_id, it.agent_id, it.session_id,
                      pack_minhash(it.minhash), it.timestamp_sent))
-                c.execute("INSERT INTO memory_vectors(rowid, embedding) VALUES (?, ?)",
-                          (rowid, np.ascontiguousarray(it.embedding, dtype=np.float32).tobytes()))
+                rows["memory_vectors"].append(
+                    (rowid, np.ascontiguousarray(it.embedding, dtype=np.float32).tobytes()))
                 if self.dialect.fulltext:
-                    c.execute("INSERT INTO memories_fts(rowid, content) VALUES (?, ?)",
-                              (rowid, it.content))
-                c.executemany("INSERT INTO memory_tags VALUES (?, ?) ON CONFLICT DO NOTHING",
-                              [(rowid, t) for t in it.tags])
-                c.executemany("INSERT INTO memory_sources VALUES (?, ?, ?)",
-                              [(rowid, s, i) for i, s in enumerate(it.source_rowids)])
-                c.executemany("INSERT INTO memory_entities VALUES (?, ?) ON CONFLICT DO NOTHING",
-                              [(rowid, entity_key(e)) for e in it.entities])
-                c.executemany("INSERT INTO memory_scopes VALUES (?, ?) ON CONFLICT DO NOTHING",
-                              [(rowid, p) for p in it.scopes])
+                    rows["memories_fts"].append((rowid, it.content))
+                rows["memory_tags"] += [(rowid, t) for t in it.tags]
+                rows["memory_sources"] += [(rowid, s, i) for i, s in enumerate(it.source_rowids)]
+                rows["memory_entities"] += [(rowid, entity_key(e)) for e in it.entities]
+                rows["memory_scopes"] += [(rowid, p) for p in it.scopes]
                 previous_passage = passage_id
                 rowids.append(rowid)
                 passage_ids.append(passage_id)
+            for table, sql in _INSERTS.items():
+                c.executemany(sql, rows[table])
             if self.dialect.fulltext:
                 _refresh_turn_context(c, rowids)
+            else:
+                self._text_written(c, items, rowids)
             # every write moves its spaces' versions (what the response cache checks)
             c.executemany("INSERT INTO space_versions VALUES (?, 1) ON CONFLICT (space_id) "
                           "DO UPDATE SET version = space_versions.version + 1",

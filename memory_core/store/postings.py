@@ -72,13 +72,27 @@ class Fts5Tokenizer:
             db.execute("BEGIN")
             try:
                 db.executemany("INSERT INTO t(rowid, x) VALUES (?, ?)", rows)
-                # grouped by term (PostingState.extended takes each term's run as it comes)
-                pairs = db.execute("SELECT term, doc, COUNT(*) FROM v GROUP BY term, doc "
-                                   "ORDER BY term, doc").fetchall()
-                sizes = dict(db.execute("SELECT doc, COUNT(*) FROM v GROUP BY doc").fetchall()
-                             ) if lengths else {}
+                # every token instance, in term then doc order (fts5vocab's own order): each
+                # (term, doc) run counted here, about twice as fast as SQL's GROUP BY of them
+                instances = db.execute("SELECT term, doc FROM v").fetchall()
             finally:
                 db.execute("ROLLBACK")  # the table is scratch: nothing it held stays
+        pairs: list[tuple[str, int, int]] = []
+        last: tuple[str, int] | None = None
+        n = 0
+        for inst in instances:
+            if inst == last:
+                n += 1
+                continue
+            if last is not None:
+                pairs.append((last[0], last[1], n))
+            last, n = inst, 1
+        if last is not None:
+            pairs.append((last[0], last[1], n))
+        sizes: dict[int, int] = {}
+        if lengths:
+            for _, doc, count in pairs:
+                sizes[doc] = sizes.get(doc, 0) + count
         return pairs, sizes
 
     def term_of(self, words: Sequence[str]) -> list[str | None]:
@@ -287,6 +301,7 @@ class PostingIndex:
             self.state = state = state.extended(delta, self.tokenizer)
             self.build_s += time.perf_counter() - t0
             return state
+
 
 
 def fts5_weightless(df: int, rows: int) -> bool:

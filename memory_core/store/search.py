@@ -6,18 +6,15 @@ import sqlite3
 import threading
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any
 
 import numpy as np
 
 from memory_core.store.db import Database
-from memory_core.store.postings import (Fts5Tokenizer, PostingIndex, PostingState,
-                                         fts5_totals, fts5_weightless)
+from memory_core.store.postings import Fts5Tokenizer, PostingState, fts5_totals, fts5_weightless
+from memory_core.store.space_postings import SpacePostings
 from memory_core.store.sql import SqlFilter, _chunks
 from memory_core.store.turns import TURN_AFTER, TURN_BEFORE
-
-if TYPE_CHECKING:
-    from memory_core.store.postings import PostingSource
 
 
 class SearchQueries(Database):
@@ -27,9 +24,9 @@ class SearchQueries(Database):
         super().__init__(path)
         # fulltext_sizes' counts per set of spaces, with the store stamp they were read at
         self._sizes_cache: dict[tuple[str, ...], tuple[int, tuple[int, int, int, int]]] = {}
-        # in-memory BM25 postings of large spaces (store/postings.py), built on first use
-        self._postings: dict[str, PostingIndex] = {}
-        self._postings_lock = threading.Lock()
+        # in-memory BM25 postings of the spaces read (store/postings.py), built on first use
+        # and kept within the store's cache budget (store/budget.py)
+        self._postings = SpacePostings(self, self._fts5_tokenizer)
         self._tokenizer: Fts5Tokenizer | None = None
         self._tokenizer_lock = threading.Lock()
         # keyword_term_df's counts, with the store stamp they were read at (key "stamp")
@@ -193,25 +190,13 @@ class SearchQueries(Database):
         """The space's postings, caught up with the store (built on first use: every row of
         the space is tokenized once; a failed refresh drops the index, so the next search
         builds it anew)."""
-        with self._postings_lock:
-            index = self._postings.get(space_id)
-            if index is None:
-                index = self._postings[space_id] = PostingIndex(space_id, self._fts5_tokenizer())
-        try:
-            # the Store facade joins this class with SpaceQueries (space_version)
-            return index.refresh(cast("PostingSource", self), self.read_snapshot)
-        except BaseException:
-            with self._postings_lock:
-                if self._postings.get(space_id) is index:
-                    del self._postings[space_id]
-            raise
+        return self._postings.get(space_id, self.read_snapshot)
 
     def current_postings(self, space_id: str) -> PostingState | None:
         """The space's postings as last refreshed, without reading the store (None before the
-        first refresh): the caller checks their version in its own snapshot."""
-        with self._postings_lock:
-            index = self._postings.get(space_id)
-        return None if index is None else index.state
+        first refresh, or once the cache budget evicted them): the caller checks their
+        version in its own snapshot."""
+        return self._postings.current(space_id)
 
     def query_terms(self, words: Sequence[str]) -> list[str | None]:
         """The term FTS5 indexes each word as (None: not a single token)."""

@@ -168,6 +168,10 @@ def test_a_stopped_database_is_503_store_unavailable_and_the_service_recovers(tm
                       c.post("/v1/retrieve", json={"query": "outage", "space_id": "s"})):
                 assert r.status_code == 503
                 assert r.json()["code"] == "store_unavailable", r.text
+            health = c.get("/healthz")  # the health check reads the database too
+            assert health.status_code == 503 and health.json()["code"] == "store_unavailable"
+            scraped = c.get("/metrics").text
+            assert 'memory_core_store_errors_total{code="store_unavailable"} 3.0' in scraped
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 server = get_server(data, cleanup_mode="delete")
@@ -175,6 +179,7 @@ def test_a_stopped_database_is_503_store_unavailable_and_the_service_recovers(tm
                                              "channels": "bm25"})
             assert r.status_code == 200, r.text + svc.log_text()[-3000:]
             assert [h["content"] for h in r.json()["results"]] == ["before the outage"]
+            assert c.get("/healthz").status_code == 200
     finally:
         server.cleanup()
         shutil.rmtree(data, ignore_errors=True)  # also when a failure left it only stopped

@@ -9,8 +9,10 @@ only then (the ``postgres`` extra). The same behaviour as SQLite, module by modu
 ``schema``     the tables in PostgreSQL's types (text in the ``"C"`` collation: SQLite's order)
 ``db``         ``PgDatabase``: the connection, its lock, write transactions under the store's
                advisory lock, ``REPEATABLE READ`` snapshots, 503 ``store_unavailable``
-``fulltext``   stored vectors, eligibility, and BM25 from a process-local FTS5 mirror of the
-               database's rows (FTS5's scores exactly; the filter always runs in PostgreSQL)
+``fulltext``   stored vectors, eligibility, and BM25 from each read space's postings (built in
+               the process within the cache budget) and the store-wide numbers below
+``bm25_stats`` BM25's store-wide numbers (rows, tokens, term counts), kept in the database by
+               every write: FTS5's scores exactly; the filter always runs in PostgreSQL
 ``vectors``    pgvector: the dense channel's HNSW index inside the database, a checked copy of
                the stored vectors (``channels.dense_index="pgvector"``)
 ``migrate``    ``memory-core migrate --from DIR --to URI``: a SQLite store copied, ids kept
@@ -46,11 +48,6 @@ class PgStore(PgVectors, PgSearch, MemoryQueries, SessionQueries, EntityQueries,
 
     dialect: Dialect = POSTGRES  # what the filter compiler writes for (store/sql.py)
 
-    def close(self) -> None:
-        try:
-            super().close()
-        finally:
-            self._mirror.close()
 
 
 def _pg_satisfies(store: PgStore) -> StoreBackend:

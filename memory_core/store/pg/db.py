@@ -25,6 +25,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from memory_core.errors import store_unavailable
+from memory_core.store.budget import DEFAULT_CACHE_MB, CacheBudget
 from memory_core.store.db import Database
 from memory_core.store.uri import redact_url
 from memory_core.store.pg.schema import SCHEMA, SCHEMA_VERSION, WRITE_LOCK
@@ -102,6 +103,7 @@ class PgDatabase(Database):
     def __init__(self, uri: str):  # not Database.__init__, which opens SQLite
         self.uri = uri
         self.path = redact_url(uri)
+        self.budget = CacheBudget.of_mb(DEFAULT_CACHE_MB)  # MemoryEngine.open sets its own
         self._lock = threading.RLock()
         self._snapshot_stamp = threading.local()
         self._analyzed_rows = 0  # the newest row when this process last ran ANALYZE
@@ -126,6 +128,9 @@ class PgDatabase(Database):
                 elif int(found[0]) > SCHEMA_VERSION:
                     raise ValueError(f"store {self.path!r} has schema {found[0]}, newer than "
                                      f"this version of memory_core reads ({SCHEMA_VERSION})")
+                # version 1 has no BM25 numbers yet: computed once the store can tokenize
+                # (PgSearch.__init__), which then records version 2
+                self._schema_found = SCHEMA_VERSION if found is None else int(found[0])
 
     def _connection(self) -> Any:
         """The open connection, connecting (again) when there is none or it was lost. An idle

@@ -4,8 +4,10 @@ empty PostgreSQL database, row for row, without embedding anything again.
 Every table is copied with its ids (memory rowids, passage ids, receipt ids), so each
 memory keeps its ``mem_<rowid>`` id, and the stored vectors are copied as they are, so
 retrieval on the copy gives the same ids and scores (``tests/memory_core/store/
-test_pg_migrate.py``). The full-text tables are not copied: the PostgreSQL store's keyword
-index is built from the memories' text (:mod:`memory_core.store.pg.fulltext`). The copy is
+test_pg_migrate.py``). The full-text tables are not copied: the PostgreSQL store computes
+BM25's store-wide numbers from the memories' text in the same transaction
+(:mod:`memory_core.store.pg.bm25_stats`) and builds each space's postings where it is
+read. The copy is
 one transaction: it lands whole or not at all. A target that already holds spaces or
 memories is refused (422 ``target_not_empty``), so nothing is merged by accident. The API
 keys (``keys.json`` of the store directory, read by the command) go into the database's
@@ -80,6 +82,8 @@ def migrate(source: str | Path, target: str,
             for key, value in src._query("SELECT key, value FROM meta WHERE key != "
                                          "'schema_version' ORDER BY key"):
                 c.execute("INSERT INTO meta(key, value) VALUES (?, ?)", (key, value))
+            # BM25's store-wide numbers of the rows copied (SQLite's FTS5 keeps its own)
+            dst.rebuild_keyword_stats_in(c)
             counts["api_keys"] = _copy_keys(c, keys)
             if progress is not None:
                 progress("api_keys", counts["api_keys"])

@@ -12,7 +12,11 @@ order (what the store stamp and the caches keyed on it rely on).
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 1
+from memory_core.store.pg.bm25_stats import SCHEMA as BM25_SCHEMA
+
+# 1: the tables below; 2: BM25's store-wide numbers (pg/bm25_stats.py, computed from the rows
+# when a version-1 database is opened) and the postings kept of large spaces
+SCHEMA_VERSION = 2
 # pg_advisory_xact_lock key of this store's writers (one write transaction at a time,
 # across every process on the database); also taken while the schema is created
 WRITE_LOCK = 0x6D656D5F636F7265 & 0x7FFFFFFFFFFFFFFF  # "mem_core"
@@ -96,6 +100,15 @@ CREATE TABLE IF NOT EXISTS receipts (
     created_at {_T} NOT NULL,
     body TEXT NOT NULL
 );
+-- a large space's BM25 postings as one process built them (store/pg/fulltext.py: a cache
+-- a fresh process loads instead of tokenizing the space, then catches up from last_rowid)
+CREATE TABLE IF NOT EXISTS keyword_postings (
+    space_id {_T} PRIMARY KEY REFERENCES spaces(space_id),
+    version BIGINT NOT NULL,
+    last_rowid BIGINT NOT NULL,
+    rows BIGINT NOT NULL,
+    state BYTEA NOT NULL
+);
 -- the service's API keys, hashed (a store directory's keys.json): memory_core.service.keys
 CREATE TABLE IF NOT EXISTS api_keys (
     key_id {_T} PRIMARY KEY,
@@ -103,4 +116,4 @@ CREATE TABLE IF NOT EXISTS api_keys (
     sha256 {_T} NOT NULL,
     created_at {_T} NOT NULL
 );
-"""
+""" + BM25_SCHEMA

@@ -1,21 +1,25 @@
-"""pgvector on the PostgreSQL store: the dense channel's HNSW index inside the database
-(``channels.dense_index="pgvector"``; the policy that calls these is
-:mod:`memory_core.channels.dense_pg`).
+"""pgvector on the PostgreSQL store: the dense channel's HNSW indexes inside the database, one
+per space it serves (the policy that calls these is :mod:`memory_core.channels.dense_pg`).
 
 The durable copy of every embedding stays ``memory_vectors.embedding`` (float32 bytes, as on
-SQLite). ``memory_pgvector`` is a second copy in pgvector's ``vector(dim)`` type, with an HNSW
-index on inner product (``vector_ip_ops``: the vectors are unit length, so the order is the
-cosine order the faiss path gives, and the score is ``-(a <#> b)``, the same float32 dot
-product). It is a checked cache kept in the database, shared by every process on it:
+SQLite). ``memory_pgvector`` is a second copy in pgvector's ``vector(dim)`` type of the rows
+of the spaces pgvector serves (``channels.dense_index``: every space with ``pgvector``; with
+``auto``, the spaces of ``dense_ann_threshold`` memories or more, which a process would
+otherwise load and index itself), each such space with its own HNSW index on inner product
+(a partial index, ``WHERE space_id = ...``; ``vector_ip_ops``: the vectors are unit length, so
+the order is the cosine order the faiss path gives, and the score is ``-(a <#> b)``, a float32
+dot product). It is a checked cache kept in the database, shared by every process on it:
 
-- each process's writes add their rows after their commit (:meth:`PgVectors.pgvector_add`,
-  ``ON CONFLICT DO NOTHING``: a row two processes both add is held once);
+- a space's rows are copied in when pgvector first serves it, and each process's writes add
+  their rows after their commit (:meth:`PgVectors.pgvector_add`, ``ON CONFLICT DO NOTHING``:
+  a row two processes both add is held once);
 - a row a process committed but never added (killed in between; a ``migrate`` copy; a writer
   on ``faiss``) is added by the next process that sees the space's rows and the cache's rows
   disagree in number (:meth:`PgVectors.pgvector_fill`), before its search reads the cache;
-- the table and its HNSW index are created on first use, under the store's write lock, the
-  rows already stored copied in before the index is built (one bulk build, not one insert
-  per row).
+- the space's index is built once, by one process (:meth:`PgVectors.pgvector_build`, an
+  advisory lock per space, ``CREATE INDEX CONCURRENTLY``); until it is valid, the space is
+  searched exactly. A fresh process builds nothing: its first read of a 100k-memory space
+  walks the index that is there (``benchmarks/pg_scale.py``).
 
 The request filter is the same compiled :class:`~memory_core.store.sql.SqlFilter` as every
 other channel's, joined into the vector query (``memories m``), so PostgreSQL decides what is
@@ -28,6 +32,9 @@ says how many it found and the caller falls back to the exact query
 
 from __future__ import annotations
 
+import hashlib
+import logging
+import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -37,7 +44,12 @@ from memory_core.store.pg.db import PgDatabase, bind
 from memory_core.store.pg.schema import WRITE_LOCK
 from memory_core.store.sql import SqlFilter, _chunks
 
+log = logging.getLogger(__name__)
+
 TABLE = "memory_pgvector"
+# space ids the search may write as a literal (every id MemoryEngine.create_space accepts;
+# another is searched exactly, never pasted into SQL)
+_LITERAL_SAFE = re.compile(r"[A-Za-z0-9_.:\-]+")
 PGVECTOR_EF_MAX = 1000  # pgvector's bound on hnsw.ef_search
 _BUILD_MEMORY = "1GB"  # maintenance_work_mem while the HNSW index is built (64MB: slow builds)
 
@@ -50,9 +62,11 @@ class PgVectors(PgDatabase):
         return bool(self._query(
             "SELECT 1 FROM pg_available_extensions WHERE name = 'vector'"))
 
-    def pgvector_ready(self, dim: int, m: int, ef_construction: int) -> None:
-        """Create the extension, the table (``vector(dim)``) and its HNSW index when missing,
-        copying in every stored vector first; a table of another dimension is refused."""
+    def pgvector_ready(self, dim: int) -> None:
+        """Create the extension and the table (``vector(dim)``) when missing; a table of
+        another dimension is refused. The one HNSW graph over every space's rows that earlier
+        versions built is dropped: each space served here has its own (:meth:`pgvector_build`),
+        so a space's search is never a walk through the others' rows."""
         if getattr(self, "_pgv_dim", None) == dim:
             return
         with self._lock, self._translated():
@@ -70,15 +84,57 @@ class PgVectors(PgDatabase):
                     raise ValueError(f"store {self.path!r} holds pgvector rows of dimension "
                                      f"{None if held is None else held[0]}, not {dim}")
                 self._pgv_register(conn)
-                if self._pgv_copy_missing(conn, None):
-                    conn.execute(f"ANALYZE {TABLE}")  # else the planner may not pick the index
-                conn.execute(f"SET LOCAL maintenance_work_mem = '{_BUILD_MEMORY}'")
-                conn.execute(f"CREATE INDEX IF NOT EXISTS {TABLE}_hnsw ON {TABLE} USING hnsw "
-                             f"(embedding vector_ip_ops) WITH (m = {int(m)}, "
-                             f"ef_construction = {int(ef_construction)})")
+                conn.execute(f"DROP INDEX IF EXISTS {TABLE}_hnsw")  # the one global graph
                 conn.execute(f"CREATE INDEX IF NOT EXISTS {TABLE}_space ON {TABLE}(space_id)")
         self._pgv_dim = dim
         self._pgv_ef: tuple[int, int] | None = None  # (id of the connection, ef_search set)
+
+    def pgvector_indexed(self, space_id: str) -> bool:
+        """Whether the space has its own HNSW index, built and valid."""
+        row = self._query("SELECT i.indisvalid FROM pg_class c JOIN pg_index i ON "
+                          "i.indexrelid = c.oid WHERE c.relname = ?", (index_name(space_id),))
+        return bool(row and row[0][0])
+
+    def pgvector_build(self, space_id: str, m: int, ef_construction: int) -> bool:
+        """Build the space's HNSW index (a partial index over its rows of the table) unless
+        another process is building it now; returns whether a valid one exists afterwards.
+
+        ``CREATE INDEX CONCURRENTLY`` on a connection of its own: writes to the table (every
+        space's) go on meanwhile, and this store's connection stays free for other requests.
+        A per-space advisory lock lets one process build while the others serve the space
+        exactly (:meth:`pgvector_search` with ``ef_search=None``); an index an interrupted build
+        left invalid is dropped and built again."""
+        import psycopg
+        from psycopg import sql
+
+        name = index_name(space_id)
+        key = _space_lock(space_id)
+        with self._translated(), psycopg.connect(self.uri, autocommit=True,
+                                                 connect_timeout=5) as conn:
+            got = conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
+            if not (got and got[0]):
+                return False  # another process builds it: exact until it is there
+            try:
+                row = conn.execute("SELECT i.indisvalid FROM pg_class c JOIN pg_index i ON "
+                                   "i.indexrelid = c.oid WHERE c.relname = %s", (name,)
+                                   ).fetchone()
+                if row is not None and row[0]:
+                    return True
+                if row is not None:
+                    conn.execute(sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(
+                        sql.Identifier(name)))
+                conn.execute(f"SET maintenance_work_mem = '{_BUILD_MEMORY}'")
+                conn.execute(sql.SQL(
+                    "CREATE INDEX CONCURRENTLY IF NOT EXISTS {} ON {} USING hnsw "
+                    "(embedding vector_ip_ops) WITH (m = {}, ef_construction = {}) "
+                    "WHERE space_id = {}").format(
+                        sql.Identifier(name), sql.Identifier(TABLE), sql.Literal(int(m)),
+                        sql.Literal(int(ef_construction)), sql.Literal(space_id)))
+                conn.execute(f"ANALYZE {TABLE}")
+            finally:
+                conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+        log.info("pgvector HNSW index of space %r built", space_id)
+        return self.pgvector_indexed(space_id)
 
     def _pgv_register(self, conn: Any) -> None:
         """pgvector's psycopg types on this connection (numpy arrays dump as ``vector``)."""
@@ -109,10 +165,6 @@ class PgVectors(PgDatabase):
         """How many of the space's vectors the cache holds."""
         return int(self._query(f"SELECT COUNT(*) FROM {TABLE} WHERE space_id = ?",
                                (space_id,))[0][0])
-
-    def pgvector_total(self) -> int:
-        """How many vectors the cache (and so the HNSW graph) holds, every space together."""
-        return int(self._query(f"SELECT COUNT(*) FROM {TABLE}")[0][0])
 
     def pgvector_fill(self, space_id: str) -> int:
         """Add the space's committed vectors the cache lacks; returns how many were added."""
@@ -183,19 +235,31 @@ class PgVectors(PgDatabase):
         super().close()
 
 
+def index_name(space_id: str) -> str:
+    """The name of the space's HNSW index (a digest: space ids are any text)."""
+    return f"{TABLE}_hnsw_{hashlib.sha256(space_id.encode()).hexdigest()[:24]}"
+
+
+def _space_lock(space_id: str) -> int:
+    """The advisory lock key of a space's index build (a signed 64-bit digest)."""
+    return int.from_bytes(hashlib.sha256(b"pgvector:" + space_id.encode()).digest()[:8],
+                          "big", signed=True)
+
+
 def _search_sql(space_id: str, q: np.ndarray, flt: SqlFilter, k: int, ef_search: int | None
                 ) -> tuple[str, tuple[Any, ...]]:
-    """The search statement. HNSW: the index's ``ef_search`` nearest rows of the whole graph
-    (the inner query is pgvector's one indexed form, a bare ``ORDER BY distance LIMIT``; the
-    graph returns at most ``ef_search`` rows), then the space and the filter on those, then
-    the top ``k``. Exact: every eligible row of the space scored (``+ 0``: no index serves
-    that order)."""
-    if ef_search is None:
+    """The search statement. HNSW: the ``ef_search`` nearest rows of the space from its own
+    index (pgvector's one indexed form: a bare ``ORDER BY distance LIMIT``; the space is
+    written as a literal, so the planner matches the partial index's predicate whatever plan
+    it caches), then the filter on those, then the top ``k``. Exact: every eligible row of the
+    space scored (``+ 0``: no index serves that order)."""
+    if ef_search is None or not _LITERAL_SAFE.fullmatch(space_id):
         return bind(f"SELECT p.rowid, p.embedding <#> ? AS d FROM {TABLE} p JOIN memories m "
                     "ON m.rowid = p.rowid WHERE p.space_id = ? AND m.space_id = ? "
                     f"AND ({flt.where}) ORDER BY (p.embedding <#> ?) + 0, p.rowid LIMIT ?"), (
             q, space_id, space_id, *flt.params, q, int(k))
+    literal = "'" + space_id.replace("'", "''") + "'"
     return bind(f"SELECT c.rowid, c.d FROM (SELECT p.rowid, p.embedding <#> ? AS d FROM {TABLE} "
-                "p ORDER BY p.embedding <#> ? LIMIT ?) c JOIN memories m ON m.rowid = c.rowid "
-                f"WHERE m.space_id = ? AND ({flt.where}) ORDER BY c.d, c.rowid LIMIT ?"), (
-        q, q, int(ef_search), space_id, *flt.params, int(k))
+                f"p WHERE p.space_id = {literal} ORDER BY p.embedding <#> ? LIMIT ?) c "
+                f"JOIN memories m ON m.rowid = c.rowid WHERE ({flt.where}) "
+                "ORDER BY c.d, c.rowid LIMIT ?"), (q, q, int(ef_search), *flt.params, int(k))

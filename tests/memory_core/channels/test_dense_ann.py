@@ -13,6 +13,8 @@ from memory_core import MemoryEngine
 from memory_core.channels.dense import HNSW_KIND, KIND, DenseIndex, file_kind
 from memory_core.config import ChannelsSpec, EngineSpec
 from memory_core.store import SqlFilter
+from memory_core.store.budget import DEFAULT_CACHE_MB, CacheBudget
+from memory_core.store.sql import SQLITE
 
 DIM = 32
 EVEN = SqlFilter("m.rowid % 2 = 0")  # the fake store evaluates these two filters itself
@@ -23,7 +25,10 @@ ALL = SqlFilter()
 class FakeStore:
     """The part of :class:`memory_core.store.Store` a :class:`DenseIndex` reads."""
 
+    dialect = SQLITE
+
     def __init__(self, vectors: np.ndarray, first_row: int = 1):
+        self.budget = CacheBudget.of_mb(DEFAULT_CACHE_MB)
         self.ids = np.arange(first_row, first_row + len(vectors), dtype=np.int64)
         self.vecs = vectors.astype(np.float32)
         self.version = 1

@@ -240,7 +240,8 @@ def test_retrieve_gives_the_same_results_either_way(hash_embedder):
             got = [e.retrieve(query=q, space_id="a", limit=10, mode="fast") for e in engines]
             assert ([(r.memory_id, r.relevance_score) for r in got[0].results]
                     == [(r.memory_id, r.relevance_score) for r in got[1].results])
-        assert "a" in engines[1].store._postings and engines[0].store._postings == {}
+        assert "a" in engines[1].store._postings.spaces()
+        assert engines[0].store._postings.spaces() == []
     finally:
         for e in engines:
             e.close()
@@ -276,7 +277,7 @@ def test_a_word_fts5_reads_as_several_tokens_goes_to_fts5(hash_embedder, monkeyp
         got = keyword.search(eng.store, "a", QUERIES[0], SqlFilter(), 30, 0.4,
                              idf="space", idf_prior_rows=50, index="postings")
         _same(expected, got)
-        assert eng.store._postings == {}  # never built
+        assert eng.store._postings.spaces() == []  # never built
     finally:
         eng.close()
 
@@ -288,7 +289,7 @@ def test_auto_uses_the_postings_from_the_threshold(hash_embedder):
         for threshold, built in ((rows + 1, False), (rows, True)):
             keyword.search(eng.store, "a", QUERIES[0], SqlFilter(), 30, 0.4, idf="space",
                            index="auto", index_threshold=threshold)
-            assert ("a" in eng.store._postings) is built
+            assert ("a" in eng.store._postings.spaces()) is built
     finally:
         eng.close()
 

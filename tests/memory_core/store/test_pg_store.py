@@ -163,7 +163,7 @@ def test_close_releases_the_connection(pg_uri):
 REVIEWED_SQLITE_METHODS = {
     "_build_memories", "_carried_cache", "_grouped", "_holdings", "_just_written",
     "_keep_space_entities", "_keep_written", "_newest_row", "_stamped_cache", "_with_metadata",
-    "count_memories", "eligible_rowids", "entity_frequencies", "entity_keys", "get_memories",
+    "eligible_rowids", "entity_frequencies", "entity_keys", "get_memories",
     "get_meta", "get_receipt", "get_space", "holds_sources", "insert_batch", "insert_space",
     "list_receipts", "list_spaces", "metadata_texts", "minhashes", "notes_of", "passage_size",
     "passages", "read_scope", "recent_in_session", "replies", "save_receipt", "scopes_of",
@@ -184,30 +184,32 @@ def test_every_sqlite_method_postgres_runs_unchanged_was_reviewed():
     assert inherited == REVIEWED_SQLITE_METHODS
 
 
-def test_a_failed_catch_up_leaves_the_keyword_mirror_to_catch_up_again(pg_uri, hash_embedder,
-                                                                      monkeypatch):
-    from memory_core.store.pg import fulltext
+def test_a_failed_postings_refresh_leaves_the_space_to_be_built_again(pg_uri, hash_embedder,
+                                                                       monkeypatch):
+    from memory_core.store.pg.fulltext import PgSearch
 
     with MemoryEngine.open(pg_uri, embedder=hash_embedder) as eng:
         eng.create_space("s")
-        real, calls = fulltext._mirror_rows, []
+        real, calls = PgSearch.rows_after, []
 
-        def flaky(c, rows):
-            calls.append(len(rows))
-            if len(calls) == 2:
-                raise RuntimeError("lost mid catch-up")
-            real(c, rows)
+        def flaky(self, space_id, rowid):
+            calls.append(rowid)
+            if len(calls) == 1:
+                raise RuntimeError("lost mid refresh")
+            return real(self, space_id, rowid)
 
-        monkeypatch.setattr(fulltext, "_MIRROR_CHUNK", 2)
-        monkeypatch.setattr(fulltext, "_mirror_rows", flaky)
-        # the write commits, then its keyword refresh catches up and fails on the second chunk
-        # (logged, not raised: the write is acknowledged)
+        monkeypatch.setattr(PgSearch, "rows_after", flaky)
+        # the write commits, then its keyword refresh fails (logged, not raised: the write is
+        # acknowledged) and the space's postings are dropped
         ids = eng.write_many("s", [{"content": f"walrus number {i}"} for i in range(5)])
-        assert calls == [2, 2]
+        assert calls == [0]
+        assert eng.store.current_postings("s") is None
+        assert eng.cache_report()["bytes_by_kind"].get("postings", 0) == 0
         got = eng.retrieve({"query": "walrus", "space_id": "s", "channels": "bm25",
                             "mode": "fast"}).results
-        assert sorted(r.memory_id for r in got) == sorted(ids)  # rows 1-2 mirrored again
-        assert calls == [2, 2, 2, 2, 1]
+        assert sorted(r.memory_id for r in got) == sorted(ids)  # built again, from row 0
+        assert calls == [0, 0]
+        assert eng.cache_report()["bytes_by_kind"]["postings"] > 0
 
 
 def test_every_cli_command_takes_a_postgres_store(pg_uri, hash_embedder, capsys):

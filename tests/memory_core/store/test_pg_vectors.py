@@ -124,3 +124,64 @@ def test_pgvector_on_sqlite_keeps_the_faiss_path(tmp_path):
         eng.create_space(SPACE)
         eng.write_many(SPACE, [{"content": f"m {i}"} for i in range(20)])
         assert len(eng.retrieve({"query": "m 3", "space_id": SPACE, "mode": "fast"}).results)
+
+
+@pytest.mark.postgres
+def test_each_space_walks_its_own_index(pg_uri):
+    """Issue 49: one HNSW index per space (a partial index), so a small space beside a large
+    one is walked by its own graph, not as a sliver of everyone's (where the share rule would
+    send it to exact search); a space under dense_ann_threshold stays on faiss with "auto"."""
+    from memory_core.store.pg.vectors import index_name
+
+    eng = _fill(pg_uri, "pgvector")  # 3,000 rows in SPACE
+    try:
+        eng.create_space("small")
+        eng.write_many("small", [{"content": f"small {i}"} for i in range(300)])
+        pgv = eng._components.dense
+        q = _Rows(seed=9).embed(["q"])[0]
+        for space in (SPACE, "small"):
+            plan = " ".join(eng.store.pgvector_plan(space, q, SqlFilter(), 10, 128))
+            assert index_name(space) in plan, plan
+            assert len(pgv.search(space, q, SqlFilter(), 10)) == 10
+        assert pgv.pg.paths["hnsw"] == 2 and pgv.pg.paths["exact_share"] == 0
+        exact = DenseIndex(eng.store, DIM, channels=ChannelsSpec(dense_index="flat"))
+        assert {c.memory_id for c in pgv.search("small", q, SqlFilter(), 10)} == \
+            {c.memory_id for c in exact.search("small", q, SqlFilter(), 10)}
+    finally:
+        eng.close()
+    auto = MemoryEngine.open(pg_uri, _spec("auto"), embedder=_Rows())
+    try:
+        assert auto._components.dense.pg is not None  # pgvector there, for large spaces only
+        assert not auto._components.dense.pg.serves(SPACE)
+        assert len(auto._components.dense.search(SPACE, q, SqlFilter(), 10)) == 10
+        assert set(auto._components.dense._indexes) == {SPACE}  # faiss served it
+    finally:
+        auto.close()
+
+
+@pytest.mark.postgres
+def test_auto_hands_a_space_to_pgvector_when_it_crosses_the_threshold(pg_uri):
+    """With ``auto``, the write that takes a space past ``dense_ann_threshold`` copies its
+    vectors into the database's table, builds the space's HNSW index and drops the process's
+    faiss index of it (a fresh database: the extension and the table are made then)."""
+    spec = _spec("auto")
+    spec = dataclasses.replace(spec, channels=dataclasses.replace(spec.channels,
+                                                                  dense_ann_threshold=500))
+    eng = MemoryEngine.open(pg_uri, spec, embedder=_Rows())
+    try:
+        eng.create_space(SPACE)
+        dense = eng._components.dense
+        q = _Rows(seed=9).embed(["q"])[0]
+        eng.write_many(SPACE, [{"content": f"m {i}"} for i in range(300)])
+        assert len(dense.search(SPACE, q, SqlFilter(), 10)) == 10
+        assert SPACE in dense._indexes and not dense.pg.serves(SPACE)
+        eng.write_many(SPACE, [{"content": f"m {i}"} for i in range(300, 600)])  # crosses
+        assert dense.pg.serves(SPACE) and SPACE not in dense._indexes
+        assert eng.store.pgvector_count(SPACE) == 600 and eng.store.pgvector_indexed(SPACE)
+        exact = DenseIndex(eng.store, DIM, channels=ChannelsSpec(dense_index="flat"))
+        got = dense.search(SPACE, q, SqlFilter(), 10)
+        assert {c.memory_id for c in got} == {c.memory_id for c in exact.search(
+            SPACE, q, SqlFilter(), 10)}
+        assert dense.pg.paths["hnsw"] == 1
+    finally:
+        eng.close()
