@@ -5,13 +5,14 @@ export RAGAS_DO_NOT_TRACK := true
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
+export MEM0_TELEMETRY := False
 
 .PHONY: run test lint app bench bench-scale regress serve serve-pg stop-pg bench-serve clean-venv
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv .venv
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev,ray,postgres]'
+	$(PY) -m pip install --quiet -e '.[dev,ray,postgres,systems]'
 	touch $(STAMP)
 
 run: $(STAMP)

@@ -1,7 +1,9 @@
 """``python -m experiments.compare RUN_A RUN_B``: paired comparison of two runs, per metric.
 
 Both run directories hold a ``per_query.parquet`` (written by :mod:`experiments.run`). Rows are
-paired by ``(mode, view, query_id)``; for every metric both runs report and every group
+paired by ``(mode, view, query_id)`` (runs of two systems, ``system=NAME``, whose modes differ:
+every mode of A with every mode of B, e.g. memory_core's ``fast`` and ``accurate`` each
+against ``bm25``); for every metric both runs report and every group
 (the run's headline groups, ``all``, each query kind) it prints mean A, mean B, delta = A - B,
 the 95% bootstrap CI of delta and a two-sided paired p-value
 (:func:`experiments.stats.paired_test`), clustered by conversation (LoCoMo conversation,
@@ -138,6 +140,12 @@ def _check_same_data(a: Run, b: Run) -> None:
         raise CompareError(f"the runs used different dataset files: {sha_a} vs {sha_b}")
 
 
+def _system(run: Run) -> str:
+    """The system a run measured (``metrics.json`` ``system.name``; runs before systems
+    existed are memory_core's)."""
+    return str((run.meta.get("system") or {}).get("name") or "memory_core")
+
+
 def _pairs(a: Run, b: Run, mode_a: str | None, mode_b: str | None,
            views: Sequence[str] | None) -> list[tuple[str, str, str]]:
     modes_a = a.frame["mode"].unique(maintain_order=True).to_list()
@@ -150,6 +158,10 @@ def _pairs(a: Run, b: Run, mode_a: str | None, mode_b: str | None,
         mode_pairs = [(pa, pb)]
     else:
         mode_pairs = [(m, m) for m in modes_a if m in modes_b]
+        if not mode_pairs and _system(a) != _system(b):
+            # two systems (experiments/systems/): their modes are their own (memory_core's
+            # fast / accurate, an outside system's one mode named after it): every pair
+            mode_pairs = [(ma, mb) for ma in modes_a for mb in modes_b]
     views_a = set(a.frame["view"].unique().to_list())
     views_b = set(b.frame["view"].unique().to_list())
     common = [v for v in a.frame["view"].unique(maintain_order=True).to_list() if v in views_b]

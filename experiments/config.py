@@ -35,6 +35,7 @@ from experiments.data.synthetic import TINY_WORLD
 from experiments.data.synthetic_spec import SyntheticData
 from experiments.specs import (BLOCK_SPECS, EvalSpec, ExpandEvalSpec, RoutingEvalSpec,
                                ThresholdSpec, TiersEvalSpec, typed_spec)
+from experiments.systems.registry import SYSTEM_SPECS, MemoryCoreSpec, SystemSpec, system_spec
 from memory_core.config import (ChannelsSpec, ContextSpec, DedupSpec, EmbedSpec, EngineSpec,
                                  FusionSpec, RerankSpec, RoutingSpec, spec_from_mapping)
 
@@ -242,6 +243,7 @@ def register_configs() -> None:
       config with their defaults);
     - ``eval/base_eval`` and ``schema/<block>`` for the experiment blocks
       (:data:`experiments.specs.BLOCK_SPECS`);
+    - ``system/base_<name>`` for each system (:data:`experiments.systems.registry.SYSTEM_SPECS`);
     - ``data/base_<name>`` for each loader's block (:data:`experiments.data.registry.DATA_SPECS`)
       and ``data/base_synthetic_tiny``, the tiny world
       (:data:`experiments.data.synthetic.TINY_WORLD`), so ``conf/data/*.yaml`` lists only what
@@ -265,6 +267,8 @@ def register_configs() -> None:
         cs.store(group="data", name=f"base_{name}", node=schema_of(spec, schemas))
     cs.store(group="data", name="base_synthetic_tiny",
              node=_schema_default(SyntheticData(world=TINY_WORLD), schemas))
+    for name, spec in SYSTEM_SPECS.items():  # system=NAME (experiments/systems/)
+        cs.store(group="system", name=f"base_{name}", node=schema_of(spec))
     _REGISTERED = True
 
 
@@ -298,6 +302,8 @@ class RunConfig:
     expand_eval: ExpandEvalSpec | None = None
     tiers_eval: TiersEvalSpec | None = None
     thresholds: ThresholdSpec | None = None
+    # the system under test (system=NAME): memory_core (the engine above) or an outside one
+    system: SystemSpec = MemoryCoreSpec()
 
     @property
     def data_block(self) -> dict[str, Any]:
@@ -315,4 +321,5 @@ def run_config(cfg: DictConfig) -> RunConfig:
         task_name=str(resolved["task_name"]), runner=str(resolved["runner"]),
         seed=int(resolved["seed"]), progress=bool(resolved["progress"]),
         data=data_spec(resolved["data"]), data_dir=None if data_dir is None else str(data_dir),
-        engine=engine_spec(cfg), eval=eval_spec(cfg), resolved=resolved, **blocks)
+        engine=engine_spec(cfg), eval=eval_spec(cfg), resolved=resolved,
+        system=system_spec(resolved.get("system")), **blocks)

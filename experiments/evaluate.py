@@ -152,10 +152,18 @@ def _ms(t0: float) -> float:
 
 
 def request_fields(q: QueryDef, ev: EvalSpec, limit: int) -> dict[str, Any]:
-    """The fields :func:`evaluate` sends for ``q`` in every view (mode and view added)."""
+    """The fields :func:`evaluate` sends for ``q`` in every view (mode and view added): an
+    addressed read of its space, or ``route="auto"`` for a routed question (a data set on disk
+    whose question names no space: :mod:`experiments.data.jsonl`)."""
     when = ({"query_timestamp": q.query_timestamp}
             if ev.query_timestamp and q.query_timestamp else {})
-    return {"query": q.text, "space_id": q.gold_space, "limit": limit, **when}
+    where = {"route": "auto"} if is_routed(q) else {"space_id": q.gold_space}
+    return {"query": q.text, **where, "limit": limit, **when}
+
+
+def is_routed(q: QueryDef) -> bool:
+    """Whether ``q`` is asked with ``route="auto"`` (its data set names no space for it)."""
+    return bool(q.metadata.get("routed"))
 
 
 def warm_up(engine: MemoryEngine, queries: list[QueryDef], ev: EvalSpec,

@@ -25,6 +25,15 @@ The YAML form (``--runs``)::
         groups: [cat1-4, all, "1", "2", "3", "4", "5"]
         metrics: [recall@5, recall@10, ndcg@10, pool_recall@50]
         ci: [recall@10]
+    systems:                                  # optional: systems compared on one data set
+      - label: LoCoMo, every system
+        path: outputs/systems/locomo_systems/report_systems   # report_systems' --out
+        command: python -m experiments.report_systems MULTIRUN_DIR ...
+
+A ``systems`` entry becomes one section from the ``systems.json`` that
+``python -m experiments.report_systems`` wrote (:func:`systems_section`): each arm's mean with
+its interval, cost and latency, then every arm against the baseline (Δ, its interval, p and
+Holm's p, wins / losses / ties), and the report's notes.
 """
 
 from __future__ import annotations
@@ -69,10 +78,20 @@ class RunEntry:
 
 
 @dataclass(frozen=True)
+class SystemsEntry:
+    """One comparison of systems: a ``report_systems`` output directory, labelled."""
+
+    label: str
+    path: Path
+    command: str | None = None
+
+
+@dataclass(frozen=True)
 class DocSpec:
     """The document: its runs, where it goes, and an optional hand-kept section appended."""
 
     runs: tuple[RunEntry, ...]
+    systems: tuple[SystemsEntry, ...] = ()
     out: Path | None = None
     recorded: Path | None = None
     title: str = "Results"
@@ -118,13 +137,71 @@ def spec_from_yaml(path: Path) -> DocSpec:
     raw = yaml.safe_load(path.read_text())
     if not isinstance(raw, Mapping) or not isinstance(raw.get("runs"), list) or not raw["runs"]:
         raise ResultsDocError(f"{path}: expected a mapping with a non-empty list under 'runs'")
-    unknown = sorted(set(raw) - {"out", "recorded", "title", "runs"})
+    unknown = sorted(set(raw) - {"out", "recorded", "title", "runs", "systems"})
     if unknown:
         raise ResultsDocError(f"{path}: unknown key(s) {', '.join(unknown)}")
     return DocSpec(runs=tuple(entry_from_mapping(r) for r in raw["runs"]),
+                   systems=tuple(systems_entry(r) for r in raw.get("systems") or []),
                    out=Path(raw["out"]) if raw.get("out") else None,
                    recorded=Path(raw["recorded"]) if raw.get("recorded") else None,
                    title=str(raw.get("title") or "Results"))
+
+
+def systems_entry(raw: Mapping[str, Any]) -> SystemsEntry:
+    """A :class:`SystemsEntry` from one YAML item (``label``, ``path``, ``command``)."""
+    if not isinstance(raw, Mapping) or not raw.get("label") or not raw.get("path"):
+        raise ResultsDocError(f"a systems entry needs label and path: {raw!r}")
+    unknown = sorted(set(raw) - {"label", "path", "command"})
+    if unknown:
+        raise ResultsDocError(f"unknown key(s) {', '.join(unknown)} in systems entry "
+                              f"{dict(raw)}; allowed: command, label, path")
+    return SystemsEntry(str(raw["label"]), Path(str(raw["path"])).expanduser(),
+                        raw.get("command"))
+
+
+def _one(value: float | None) -> str:
+    return "–" if value is None else f"{value:.1f}"
+
+
+def systems_section(entry: SystemsEntry) -> list[str]:
+    """One comparison of systems (``systems.json`` of ``python -m experiments.report_systems``):
+    each arm's mean and interval, ingest time, bytes on disk and latency; every arm against
+    the baseline with Δ, its interval, p and Holm's p; the notes."""
+    import json
+
+    path = entry.path / "systems.json"
+    if not path.is_file():
+        raise ResultsDocError(f"systems {entry.label!r}: {path} does not exist (run "
+                              "python -m experiments.report_systems with --out there)")
+    body = json.loads(path.read_text())
+    metric, group = body["metric"], body.get("group") or "all"
+    lines = [f"## {entry.label}", "",
+             f"- report: `{entry.path}` (data set `{body['dataset']}`, baseline "
+             f"`{body['baseline']}`, raw turns)"]
+    if entry.command:
+        lines.append(f"- command: `{entry.command}`")
+    lines += ["", f"| arm | n | {metric} ({group}) [95% CI] | ingest s | disk MB | p50 ms | "
+              "p95 ms |", "|---|---:|---:|---:|---:|---:|---:|"]
+    for s in body["summaries"]:
+        disk = None if s.get("disk_bytes") is None else s["disk_bytes"] / 1e6
+        ci = (f" [{_fmt(s['ci_low'])}, {_fmt(s['ci_high'])}]"
+              if s.get("ci_low") is not None else "")
+        cells = [_one(s.get("ingest_s")), _one(disk), _one(s.get("p50_ms")),
+                 _one(s.get("p95_ms"))]
+        lines.append(f"| {s['arm']} | {s['n']} | {_fmt(s['mean'])}{ci} | "
+                     + " | ".join(cells) + " |")
+    lines += ["", "| arm | group | metric | n (conv) | arm mean | baseline | Δ [95% CI] | p | "
+              "p Holm | W/L/T |", "|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in body["rows"]:
+        lines.append(f"| {r['arm']} | {r['group']} | {r['metric']} | {r['n']} "
+                     f"({r['n_clusters']}) | {r['mean_a']:.3f} | {r['mean_b']:.3f} | "
+                     f"{r['delta']:+.3f} [{r['ci_low']:+.3f}, {r['ci_high']:+.3f}] | "
+                     f"{r['p_value']:.4f} | {r['p_holm']:.4f} | "
+                     f"{r['wins']}/{r['losses']}/{r['ties']} |")
+    lines += ["", f"Paired randomization test clustered by conversation; p Holm over the "
+              f"{len(body['rows'])} rows of this table."]
+    lines += [f"- note: {n}" for n in body.get("notes") or []]
+    return [*lines, ""]
 
 
 def entry_from_arg(arg: str) -> RunEntry:
@@ -227,6 +304,8 @@ def render(spec: DocSpec) -> str:
         if not (entry.path / METRICS_FILE).is_file():
             raise ResultsDocError(f"run {entry.label!r}: {entry.path} has no {METRICS_FILE}")
         lines += run_section(entry, load_metrics(entry.path))
+    for systems in spec.systems:
+        lines += systems_section(systems)
     if spec.recorded is not None:
         lines += recorded_section(spec.recorded, spec.out)
     return "\n".join(lines).rstrip() + "\n"
@@ -267,7 +346,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             spec = spec_from_yaml(args.run_list)
         else:
             spec = DocSpec(runs=tuple(entry_from_arg(a) for a in args.runs))
-        spec = DocSpec(runs=spec.runs, out=args.out or spec.out,
+        spec = DocSpec(runs=spec.runs, systems=spec.systems, out=args.out or spec.out,
                        recorded=args.recorded or spec.recorded, title=args.title or spec.title,
                        args=tuple(argv if argv is not None else sys.argv[1:]))
         text = render(spec)

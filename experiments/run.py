@@ -37,14 +37,17 @@ from experiments.compare import compare_modes, print_comparison
 from experiments.config import RunConfig, run_config
 from experiments.data.registry import load
 from experiments.data.schema import Dataset, QueryDef
-from experiments.evaluate import (evaluate, headline_groups, reported_metrics, retrieve_limit,
-                                  scorable, scorable_among, usable_modes, views_of)
+from experiments.evaluate import (evaluate, headline_groups, is_routed, reported_metrics,
+                                  retrieve_limit, scorable, scorable_among, usable_modes,
+                                  views_of)
 from experiments.expand import run_expand
 from experiments.ingest import ingest
 from experiments.query_row import QueryRow
 from experiments.routing import run_routing
 from experiments.shard import SHARD_DIR, Unit, connected, run_units
 from experiments.specs import Executor
+from experiments.systems.base import dir_bytes
+from experiments.systems.registry import MEMORY_CORE
 from experiments.tiers import run_tiers
 from experiments.train_reranker import prepare_reranker, reranker_split
 from experiments.units import (UnitWork, build_unit, evaluate_unit, join_rows,
@@ -171,6 +174,11 @@ def _retrieve_sharded(run: RunConfig, spec: EngineSpec, dataset: Dataset,
         raise ValueError("eval.reuse_store copies one run's store/: a sharded run "
                          "(eval.executor=ray) builds one store per unit; use eval.executor=local")
     queries, skipped = scorable_among(dataset, dataset.memory_keys())
+    routed = [q.query_id for q in queries if is_routed(q)]
+    if routed:
+        raise ValueError(f"eval.executor=ray runs one unit per addressed space; {len(routed)} "
+                         f"routed question(s) (e.g. {routed[0]!r}) search every space: use "
+                         "eval.executor=local")
     if ev.limit_queries:
         queries = queries[: int(ev.limit_queries)]
     has_obs = any(m.memory_type == "observation" for m in dataset.memories)
@@ -280,6 +288,8 @@ def run_retrieval(run: RunConfig, run_dir: Path) -> dict[str, Any]:
         "latency": latency,
         "timing_s": {**got.timing_s, "total": round(time.perf_counter() - t_start, 3)},
         "executor": dict(got.executor),
+        "system": {"name": MEMORY_CORE, "ingest_s": got.timing_s.get("ingest"),
+                   "disk_bytes": dir_bytes(run_dir / "store")},
         "platform": platform_info(),
         "metrics": summary,
     }
@@ -320,6 +330,14 @@ def run_experiment(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     if name not in RUNNERS:
         raise ValueError(f"unknown runner {name!r}; valid: {', '.join(RUNNERS)}")
     run = run_config(cfg)
+    if run.system.name != MEMORY_CORE:  # an outside system (experiments/systems/)
+        if name != "retrieval" or run.eval.executor is not Executor.LOCAL:
+            raise ValueError(f"system={run.system.name} runs the retrieval runner in one "
+                             f"process; runner {name!r} with eval.executor="
+                             f"{run.eval.executor.value} is memory_core's (system=memory_core)")
+        from experiments.systems.runner import run_system
+
+        return run_system(run, run_dir)
     if run.eval.executor is not Executor.LOCAL and name != "retrieval":
         raise ValueError(f"eval.executor={run.eval.executor.value} shards the retrieval runner "
                          f"only; runner {name!r} runs in one process (eval.executor=local)")

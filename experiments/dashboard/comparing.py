@@ -17,9 +17,10 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
@@ -36,6 +37,38 @@ FEW_CLUSTERS = 30
 """Below this many clusters the page warns that the bootstrap CI may be too narrow."""
 
 METHOD = PairedMethod.RANDOMIZATION
+
+
+def system_of(meta: Mapping[str, Any] | None) -> str:
+    """The system a run measured (``metrics.json`` ``system.name``; older runs: memory_core).
+
+    Example:
+        >>> system_of({"system": {"name": "bm25"}}), system_of({})
+        ('bm25', 'memory_core')
+    """
+    return str(((meta or {}).get("system") or {}).get("name") or "memory_core")
+
+
+def receipts_note(system_a: str, system_b: str) -> str | None:
+    """What the page says when a side is an outside system: it has no receipts (they stay
+    memory_core's); None when both sides are memory_core.
+
+    Example:
+        >>> receipts_note("memory_core", "bm25")
+        "B is bm25, an outside system: no receipts (receipts are memory_core's), so only A's \
+receipt opens; rows and scores are compared as any run's."
+        >>> receipts_note("memory_core", "memory_core") is None
+        True
+    """
+    outside = [n for n, s in (("A", system_a), ("B", system_b)) if s != "memory_core"]
+    if not outside:
+        return None
+    names = " and ".join(f"{n} is {system_a if n == 'A' else system_b}" for n in outside)
+    opens = "no receipt opens" if len(outside) == 2 else \
+        f"only {'A' if outside == ['B'] else 'B'}'s receipt opens"
+    kind = "an outside system" if len(outside) == 1 else "outside systems"
+    return (f"{names}, {kind}: no receipts (receipts are memory_core's), so {opens}; rows "
+            "and scores are compared as any run's.")
 
 
 def disagreement(ci_low: float, ci_high: float, p_value: float, alpha: float = ALPHA

@@ -14,8 +14,10 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from experiments.data import locomo, longmemeval, memorybank, synthetic
+from experiments.data import jsonl, locomo, longmemeval, memorybank, synthetic
 from experiments.data.files import DatasetError, resolve_data_dir
+from experiments.data.beir import is_beir_dir, load_beir
+from experiments.data.jsonl import JsonlData, is_format_dir, load_jsonl
 from experiments.data.locomo import LocomoData, load_locomo
 from experiments.data.longmemeval import LongMemEvalData, load_longmemeval
 from experiments.data.memorybank import MemoryBankData, load_memorybank
@@ -25,12 +27,12 @@ from experiments.data.synthetic import generate_world
 from experiments.data.synthetic_spec import SyntheticData
 from experiments.specs import typed_spec
 
-DataSpec = SyntheticData | LocomoData | LongMemEvalData | MemoryBankData
+DataSpec = SyntheticData | LocomoData | LongMemEvalData | MemoryBankData | JsonlData
 
 # ``data.name`` -> the spec of its block
 DATA_SPECS: Mapping[str, type[DataSpec]] = MappingProxyType({
     "synthetic": SyntheticData, "locomo": LocomoData, "longmemeval": LongMemEvalData,
-    "memorybank": MemoryBankData})
+    "memorybank": MemoryBankData, "jsonl": JsonlData})
 NAMES = tuple(DATA_SPECS)
 
 # each loader's label fields (its module's LABEL_FIELDS): what says what answers a question,
@@ -38,7 +40,8 @@ NAMES = tuple(DATA_SPECS)
 # test_labels_not_in_store.py; experiments.ingest refuses a memory whose metadata has one)
 LABEL_FIELDS: Mapping[str, tuple[str, ...]] = MappingProxyType({
     "synthetic": synthetic.LABEL_FIELDS, "locomo": locomo.LABEL_FIELDS,
-    "longmemeval": longmemeval.LABEL_FIELDS, "memorybank": memorybank.LABEL_FIELDS})
+    "longmemeval": longmemeval.LABEL_FIELDS, "memorybank": memorybank.LABEL_FIELDS,
+    "jsonl": jsonl.LABEL_FIELDS})
 
 
 def label_fields() -> frozenset[str]:
@@ -100,6 +103,15 @@ def conversations_of(block: Mapping[str, Any], data_dir: str | Path | None, *,
     return sorted({str(q.conversation or q.gold_space) for q in ds.queries})
 
 
+def load_folder(path: str | Path, split: str = "test") -> Dataset:
+    """A data set on disk (``data=jsonl``): the documented format when the folder has its
+    ``dataset.json``, else a BEIR collection (qrels ``split``)."""
+    root = Path(path)
+    if not is_format_dir(root) and is_beir_dir(root):
+        return load_beir(root, split)
+    return load_jsonl(root)
+
+
 def load(spec: DataSpec, data_dir: str | Path | None, *, pinned: bool = True) -> Dataset:
     """Build the configured dataset. Real sets need a data directory (``paths.data_dir`` or
     ``MEMORY_CORE_DATA_DIR``); a missing one is a clear :class:`DatasetError`. ``pinned=False``
@@ -140,6 +152,11 @@ def load(spec: DataSpec, data_dir: str | Path | None, *, pinned: bool = True) ->
 def _load(spec: DataSpec, data_dir: str | Path | None, pinned: bool) -> Dataset:
     if isinstance(spec, SyntheticData):
         return generate_world(spec.world)
+    if isinstance(spec, JsonlData):  # a folder of its own: no data directory involved
+        if not spec.path:
+            raise DatasetError("data=jsonl needs data.path=DIR (a folder holding dataset.json, "
+                               "memories.jsonl and questions.jsonl, or a BEIR corpus)")
+        return load_folder(spec.path, spec.split)
     root = resolve_data_dir(str(data_dir) if data_dir else None)
     if root is None:
         raise DatasetError(f"dataset {spec.name!r} needs a data directory: set paths.data_dir "

@@ -1,5 +1,9 @@
 """The compare page (``?view=compare``): two runs, several metrics, every group, paired.
 
+A run may be any system's (``system=bm25``, ``dense``, ...: its one mode is named after it),
+so two systems are compared as two modes are; each side says which system it is, and an
+outside system's side says it keeps no receipts (they stay memory_core's).
+
 Run B defaults to another run than A (:func:`default_b`), and on the same run to its other
 mode. Every (group, metric) row comes from :func:`experiments.compare.compare` (through
 :func:`experiments.dashboard.comparing.compare_frame`: Holm-adjusted p, clusters per row, the
@@ -52,8 +56,14 @@ def show(selection: Selection) -> None:
                 other = name == "B" and path == st.session_state["cmp_run_A"] and len(modes) > 1
                 st.session_state[key] = modes[1] if other else modes[0]
             mode = st.selectbox(f"Mode {name}", modes, key=key)
+            st.caption(f"System {name}: "
+                       f"**{comparing.system_of(cache.metrics_of(Path(path)))}**")
             sides.append((path, pq, mode))
     (path_a, pq_a, mode_a), (path_b, pq_b, mode_b) = sides
+    note = comparing.receipts_note(comparing.system_of(cache.metrics_of(Path(path_a))),
+                                   comparing.system_of(cache.metrics_of(Path(path_b))))
+    if note:
+        st.info(note)
     views = [v for v in readers.distinct(pq_a, "view") if v in readers.distinct(pq_b, "view")]
     if not views:
         st.warning("The two runs share no view.")

@@ -125,6 +125,11 @@ UNPINNED: dict[str, dict[str, Any]] = {
     "longmemeval_pooled": {"name": "longmemeval", "variant": "oracle",
                            "merge_haystacks": 2, "merge_seed": 0},
     "memorybank": {"name": "memorybank", "language": "en"},
+    # a data set on disk (experiments/data/jsonl.py): the hand-written example, whose answers
+    # and evidence stay in questions.jsonl
+    "jsonl": {"name": "jsonl",
+              "path": str(Path(__file__).resolve().parents[3] / "datasets" / "examples"
+                          / "team_notes")},
 }
 # The real sets, small slices (pinned digests checked)
 REAL_BLOCKS: dict[str, dict[str, Any]] = {
