@@ -80,7 +80,16 @@ class ContextHitsSpec:
     ``context_entity_cards`` entity cards (0: the seed's context hits are the neighbours;
     measured: turn neighbours hold gold evidence the results miss for 9.3% of LoCoMo
     questions, entity cards for 2.0%, README "Tiered recall"); plain ``retrieve`` does not, so
-    its ranked hits stay as they were."""
+    its ranked hits stay as they were.
+
+    Sections (issue 54): a hit whose write named its heading (``metadata.section``,
+    :mod:`memory_core.results.families`) brings up to ``section_rows`` other pieces of the same
+    section (same document and heading, nearest first) instead of its ``section_window``
+    neighbours. The agent-memory seed's calls (:meth:`MemoryEngine.recall`, the
+    ``/api/v1/{context_id}`` routes): "expansion is on by default for the deployment", so
+    ``/query`` returns the section rows of its top hits beside them unless the request sends
+    ``contextHits`` (``expand_sections``), and ``/context`` folds the section rows into the
+    block under their hit, within ``context_max_tokens`` (``fold_sections``)."""
 
     turn_window: int = 1
     section_window: int = 1
@@ -91,6 +100,9 @@ class ContextHitsSpec:
     recent_turns: int = 5
     on_for_context: bool = True
     context_entity_cards: int = 0
+    section_rows: int = 8
+    expand_sections: bool = True
+    fold_sections: bool = True
 
 
 @dataclass(frozen=True)
