@@ -30,7 +30,6 @@ from typing import Any
 from memory_core.errors import invalid, not_found
 from memory_core.store import SqlFilter, StoreBackend, entity_key
 from memory_core.types import Memory
-from memory_core.validate import check_text
 
 # the request fields that filter the graph (the rest of a retrieve request has no meaning here)
 FILTER_FIELDS = ("user_id", "agent_id", "session_id", "tags", "tags_match", "tag_groups",
@@ -134,11 +133,10 @@ def list_entities(store: StoreBackend, space_id: str, flt: SqlFilter, limit: int
 
 
 def entity_view(store: StoreBackend, space_id: str, flt: SqlFilter, name: str,
-                memories: int, related: int, max_name_chars: int) -> EntityView:
-    """One entity's neighbourhood (:class:`EntityView`) under ``flt``. An entity no eligible
-    memory mentions is 404 ``entity_missing``: the same answer whether no memory names it or
-    only memories the caller may not see do."""
-    check_text(name, "name", max_name_chars, limit_name="max_id_chars")
+                memories: int, related: int) -> EntityView:
+    """One entity's neighbourhood (:class:`EntityView`) under ``flt`` (``name`` checked by
+    the caller). An entity no eligible memory mentions is 404 ``entity_missing``: the same
+    answer whether no memory names it or only memories the caller may not see do."""
     key = entity_key(name)
     rows = sorted({row for row, _ in store.sharing_entities(space_id, [key], flt)})
     if not rows:

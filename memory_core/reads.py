@@ -223,9 +223,9 @@ class SeedReads:
         visible memory mentions is 404 ``entity_missing``, like one nothing mentions."""
         memories = entity_graph.check_count(memories, "memories", entity_graph.MAX_MEMORIES)
         related = entity_graph.check_count(related, "related", entity_graph.MAX_RELATED)
+        check_text(name, "name", self.spec.limits.max_id_chars, limit_name="max_id_chars")
         flt = self._graph_filter(space_id, principal, filters)
-        return entity_graph.entity_view(self.store, space_id, flt, name, memories, related,
-                                        self.spec.limits.max_id_chars)
+        return entity_graph.entity_view(self.store, space_id, flt, name, memories, related)
 
     def _graph_filter(self, space_id: str, principal: str | None,
                       filters: Mapping[str, Any]) -> SqlFilter:

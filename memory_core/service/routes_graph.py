@@ -23,7 +23,6 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Query
-from fastapi.params import Depends
 from fastapi.responses import JSONResponse
 
 from memory_core.service import models
@@ -46,8 +45,9 @@ def _filters(user_id: str | None, agent_id: str | None, session_id: str | None,
     return {k: v for k, v in fields.items() if v is not None}
 
 
-def add_routes(api: APIRouter, svc: Service, who: Depends) -> None:
-    """The routes of the module docstring, on ``api`` (prefix ``/v1``)."""
+def add_routes(api: APIRouter, svc: Service, who: Any) -> None:
+    """The routes of the module docstring, on ``api`` (prefix ``/v1``); ``who`` is the
+    principal dependency (``Depends``) the router's other routes use."""
     eng = svc.engine
     listing = Query(None, description="one per value")
 
