@@ -20,15 +20,41 @@ holds no role in is 404, like a missing one.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Path, Query
 from fastapi.responses import JSONResponse
+from pydantic import WithJsonSchema
 
+from memory_core.config import EngineSpec
+from memory_core.entity_graph import MAX_LIST, MAX_MEMORIES, MAX_RELATED
+from memory_core.filters.scope import SCOPE_PATH
 from memory_core.service import models
 from memory_core.service.bodies import entity_body
 from memory_core.service.errors import ServiceCode, ServiceError
+from memory_core.service.request_models import field_types, text
 from memory_core.service.shared import Service, errors
+from memory_core.types import Mode
+
+# the query parameters typed as the request fields they are (the default engine's limits, as
+# the module-level body models; the engine checks the served one's), so the schema allows only
+# what the engine accepts but for request_models.UNSTATED
+_FIELD = field_types(EngineSpec(), tuple(Mode))
+_ID_CHARS = EngineSpec().limits.max_id_chars
+_PATH = SCOPE_PATH.pattern[1:-1]
+_CLAUSE = {"type": "string", "pattern": f"^{_PATH}(?:,{_PATH}){{0,7}}$",
+           "description": "one lens clause: scope paths joined by commas (AND-ed)"}
+Text = Annotated[str, WithJsonSchema(text(_ID_CHARS))]
+UserId = AgentId = SessionId = Contains = Text | None
+TagsMatch = _FIELD["tags_match"][0]
+Tags = _FIELD["tags"][0]
+Labels = _FIELD["labels"][0]
+MemoryTypes = _FIELD["memory_types"][0]
+Instant = _FIELD["as_of"][0]
+Lens = Annotated[list[str], WithJsonSchema({"type": "array", "items": _CLAUSE,
+                                            "minItems": 1, "maxItems": 16})] | None
+Name = Annotated[str, Path(min_length=1, max_length=_ID_CHARS,
+                           pattern=text(_ID_CHARS)["pattern"])]
 
 
 def _filters(user_id: str | None, agent_id: str | None, session_id: str | None,
@@ -49,17 +75,18 @@ def add_routes(api: APIRouter, svc: Service, who: Any) -> None:
     """The routes of the module docstring, on ``api`` (prefix ``/v1``); ``who`` is the
     principal dependency (``Depends``) the router's other routes use."""
     eng = svc.engine
-    listing = Query(None, description="one per value")
+    listing = Query(None, description="repeat the parameter for each value")
 
     @api.get("/spaces/{space_id}/entities", response_model=None,
              responses={200: {"model": models.EntityListBody}, **errors(404)})
-    async def entities(space_id: str, p: str = who, limit: int = Query(50),
-                       contains: str | None = None, user_id: str | None = None,
-                       agent_id: str | None = None, session_id: str | None = None,
-                       tags: list[str] | None = listing, tags_match: str | None = None,
-                       lens: list[str] | None = listing, labels: list[str] | None = listing,
-                       memory_types: list[str] | None = listing, as_of: str | None = None,
-                       occurred_after: str | None = None, occurred_before: str | None = None
+    async def entities(space_id: str, p: str = who,
+                       limit: int = Query(50, ge=1, le=MAX_LIST),
+                       contains: Contains = None, user_id: UserId = None,
+                       agent_id: AgentId = None, session_id: SessionId = None,
+                       tags: Tags = listing, tags_match: TagsMatch = None,
+                       lens: Lens = listing, labels: Labels = listing,
+                       memory_types: MemoryTypes = listing, as_of: Instant = None,
+                       occurred_after: Instant = None, occurred_before: Instant = None
                        ) -> JSONResponse:
         """The space's entities with how many visible memories mention each (``limit``
         1-1000, ``contains``: names holding that text)."""
@@ -70,13 +97,14 @@ def add_routes(api: APIRouter, svc: Service, who: Any) -> None:
 
     @api.get("/spaces/{space_id}/entities/{name}", response_model=None,
              responses={200: {"model": models.EntityBody}, **errors(404)})
-    async def entity(space_id: str, name: str, p: str = who, memories: int = Query(20),
-                     related: int = Query(20), user_id: str | None = None,
-                     agent_id: str | None = None, session_id: str | None = None,
-                     tags: list[str] | None = listing, tags_match: str | None = None,
-                     lens: list[str] | None = listing, labels: list[str] | None = listing,
-                     memory_types: list[str] | None = listing, as_of: str | None = None,
-                     occurred_after: str | None = None, occurred_before: str | None = None
+    async def entity(space_id: str, name: Name, p: str = who,
+                     memories: int = Query(20, ge=1, le=MAX_MEMORIES),
+                     related: int = Query(20, ge=1, le=MAX_RELATED), user_id: UserId = None,
+                     agent_id: AgentId = None, session_id: SessionId = None,
+                     tags: Tags = listing, tags_match: TagsMatch = None,
+                     lens: Lens = listing, labels: Labels = listing,
+                     memory_types: MemoryTypes = listing, as_of: Instant = None,
+                     occurred_after: Instant = None, occurred_before: Instant = None
                      ) -> JSONResponse:
         """One entity's neighbourhood: how many visible memories mention it, the newest
         ``memories`` (1-200) of them, the ``related`` (1-100) entities mentioned with it

@@ -136,7 +136,9 @@ def test_the_graph_over_http(eng, tmp_path):
     assert other.status_code == 404 and other.json()["message"] == missing.json()[
         "message"].replace("nope", "team")
     bad = c.get("/v1/spaces/team/entities", params={"limit": 0}, headers=auth)
-    assert (bad.status_code, bad.json()["field"]) == (422, "limit")
+    assert (bad.status_code, bad.json()["field"]) == (422, "query.limit")
+    bad = c.get("/v1/spaces/team/entities", params={"as_of": "someday"}, headers=auth)
+    assert (bad.status_code, bad.json()["reason"]) == (422, "malformed_instant")
     assert c.get("/v1/spaces/team/entities").status_code == 401
 
 
