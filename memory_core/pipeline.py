@@ -113,7 +113,8 @@ def run(comp: Components, request: RetrieveRequest, space_ids: Sequence[str], *,
 
     # 3. escalation
     tier, escalated = Tier.HYBRID, None
-    why = escalation.triggers(comp.spec, pooled, whole.channels)
+    why = escalation.triggers(comp.spec, pooled, whole.channels, lambda: sum(
+        len(comp.store.eligible_rowids(s, filters[s])) for s in space_ids if s in filters))
     first_pass = {c.memory_id for c in pooled}
     if why:
         plan = escalation.rewrite(comp.spec, comp.store, comp.embedder, request, query_vec,

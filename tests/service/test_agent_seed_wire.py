@@ -214,3 +214,36 @@ def test_reason_answers_501_no_response_model(acme):
     assert (r.json()["code"], r.json()["reason"]) == ("not_implemented", "no_response_model")
     assert c.post("/v1/reason", json={}, headers={"Authorization": "Bearer no"}
                   ).status_code == 401
+
+
+# -- "When tier 3 is thin or unconfident, tier 4 (escalated) rewrites the query ..." -----------
+def test_a_thin_or_unconfident_read_escalates_by_default(tmp_path):
+    c, eng = _client(tmp_path)
+    c.post("/v1/spaces/acme/memories", json={"items": [
+        {"content": "The travel desk books trains for the Lisbon offsite."},
+        {"content": "Hotel rooms for the offsite are booked near the river."},
+        *({"content": f"Standup notes {i}: the release train left on time."}
+          for i in range(20))]})
+
+    def record(body: dict):
+        return eng.get_receipt(body["trace"]["traceId"], principal="alice").trace.escalation
+
+    # thin: keyword search alone lists two of the 22 memories
+    thin = _query(c, query="Who books hotel rooms?", k=3, channels="bm25")
+    assert thin["tier"] == "escalated" and record(thin).triggered_by == ("thin",)
+    assert record(thin).widen == 2 and record(thin).rewritten_query.startswith(
+        "Who books hotel rooms?")
+    # unconfident: nothing is close to the question
+    lost = _query(c, query="violin lessons", k=3)
+    assert lost["tier"] == "escalated" and "unconfident" in record(lost).triggered_by
+    # a confident, full pool answers from tier 3
+    assert _query(c, query="Standup notes: the release train left on time",
+                  k=3)["tier"] == "hybrid"
+    eng.close()
+    off = dataclasses.replace(EngineSpec(), escalate=dataclasses.replace(
+        EngineSpec().escalate, enabled=False))
+    (tmp_path / "off").mkdir()
+    c, eng = _client(tmp_path / "off", off)
+    c.post("/v1/spaces/acme/memories", json={"items": [{"content": "One lonely memory."}]})
+    assert _query(c, query="violin lessons", k=1)["tier"] == "hybrid"
+    eng.close()
