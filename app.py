@@ -12,6 +12,8 @@ Pick an experiment run (from an outputs directory) or a store directory, then:
   ``route="auto"``), fast vs accurate side by side, with the engine's receipt or its refusal.
 - **Compare**: two runs, several metrics and groups (``experiments.compare``), the clustering
   stated, CI vs p-value disagreements flagged, per-group and per-query deltas.
+- **Entities**: a space's entities with mention counts under scope and tag filters, and one
+  entity's neighbourhood drawn (the entities mentioned with it, its memories).
 
 This file is only the entry: it sets the page up, reads the sidebar
 (:func:`experiments.dashboard.nav.sidebar`) and shows the chosen view, one module each under

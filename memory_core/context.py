@@ -7,7 +7,7 @@ record time and uses bullets (``- ...``). ``token_estimate = ceil(len(block) / c
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from memory_core.types import BlockOrder, Result
 
@@ -26,6 +26,54 @@ def render_block(results: Sequence[Result], order: BlockOrder) -> str:
         ordered = sorted(results, key=lambda r: (r.recorded_at, r.memory_id))
         return "\n".join(f"- {_one_line(r.content)}" for r in ordered)
     return "\n".join(f"{i}. {_one_line(r.content)}" for i, r in enumerate(results, start=1))
+
+
+def render_folded(results: Sequence[Result], order: BlockOrder,
+                  folded: Mapping[str, Sequence[str]]) -> str:
+    """The block with ``folded`` texts (result memory id -> texts) as indented lines under
+    their result (the agent-memory seed's section expansion folded into the block).
+
+    Example:
+        >>> r = Result("mem_1", "s", "Expense policy", "fact", 1.0, (), None, {}, "p.pdf", (),
+        ...            (), "t", "t", None, None, None, None, None)
+        >>> print(render_folded([r], BlockOrder.RELEVANCE, {"mem_1": ["Meals: 50 a day."]}))
+        1. Expense policy
+           Meals: 50 a day.
+    """
+    if order is BlockOrder.STABLE:
+        ordered = sorted(results, key=lambda r: (r.recorded_at, r.memory_id))
+        heads = [(r, "- ") for r in ordered]
+    else:
+        heads = [(r, f"{i}. ") for i, r in enumerate(results, start=1)]
+    lines: list[str] = []
+    for r, mark in heads:
+        lines.append(f"{mark}{_one_line(r.content)}")
+        lines.extend(" " * len(mark) + _one_line(t) for t in folded.get(r.memory_id, ()))
+    return "\n".join(lines)
+
+
+def fold_sections(results: Sequence[Result], order: BlockOrder,
+                  rows: Sequence[tuple[str, str, str]], max_tokens: int | None,
+                  chars_per_token: float) -> tuple[str, list[str], list[str]]:
+    """The block of ``results`` with section ``rows`` (``(result id, row id, text)``, in
+    rank order of their result) folded under their result, as many as fit ``max_tokens``
+    (a row that would pass it is left out and the next one tried); returns the text, the
+    row ids folded and those left out. Without rows it is :func:`render_block`'s text."""
+    folded: dict[str, list[str]] = {}
+    done: list[str] = []
+    left: list[str] = []
+    shown = {r.memory_id for r in results}
+    for of, row, text in rows:
+        if of not in shown:
+            continue
+        folded.setdefault(of, []).append(text)
+        if max_tokens is not None and estimate_tokens(
+                render_folded(results, order, folded), chars_per_token) > max_tokens:
+            folded[of].pop()
+            left.append(row)
+        else:
+            done.append(row)
+    return render_folded(results, order, folded), done, left
 
 
 def fit_budget(results: Sequence[Result], order: BlockOrder, max_tokens: int | None,

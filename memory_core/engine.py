@@ -40,11 +40,12 @@ from memory_core.times import Clock, format_instant, system_clock
 from memory_core.types import Memory, Mode, RetrieveResponse, Space, frozen_map
 from memory_core.validate import check_reserved as _check_reserved
 from memory_core.validate import check_content, check_text, text_problem
-from memory_core.write import Writer
+from memory_core.write import Writer, WriteReport
 
 
-class MemoryEngine:
-    """A memory store plus its retrieval pipeline."""
+class MemoryEngine(reads.SeedReads):
+    """A memory store plus its retrieval pipeline (the agent-memory seed's reads and the
+    entity graph: :class:`memory_core.reads.SeedReads`)."""
 
     def __init__(self, store: StoreBackend, dense: DenseIndex, embedder: Embedder, spec: EngineSpec,
                  clock: Clock = system_clock, reranker: Reranker | None = None,
@@ -121,8 +122,7 @@ class MemoryEngine:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def cache_report(self) -> dict[str, Any]:
-        """What this process keeps per space under ``store.cache_mb`` (CacheBudget.report)."""
+    def cache_report(self) -> dict[str, Any]:  # what this process keeps (store.cache_mb)
         return self.store.budget.report()
 
     @property
@@ -192,9 +192,16 @@ class MemoryEngine:
     def write_many(self, space_id: str, items: Sequence[Mapping[str, Any]],
                    principal: str | None = None) -> list[str]:
         """Write facts in one transaction; every item is validated before anything is stored
-        (the write path: :class:`memory_core.write.Writer`)."""
+        (the write path: :class:`memory_core.write.Writer`); :meth:`write_batch`'s ids."""
+        return self.write_batch(space_id, items, principal).memory_ids
+
+    def write_batch(self, space_id: str, items: Sequence[Mapping[str, Any]],
+                    principal: str | None = None) -> WriteReport:
+        """:meth:`write_many` with its report: a byte-identical upload of a document already
+        in the space is not stored again, its id is the stored one's, and ``collapsed`` says
+        so (:meth:`memory_core.write.Writer.write_batch`)."""
         self._authorised(space_id, principal, Role.DEVELOPER)
-        return self._writer.write_many(space_id, items)
+        return self._writer.write_batch(space_id, items)
 
     def observe(self, space_id: str, content: str, source_ids: Sequence[str],
                 tags: Sequence[str] | None = None, principal: str | None = None) -> str:
@@ -258,7 +265,8 @@ class MemoryEngine:
         return self._serve(reads.merge_body(request, fields))
 
     def _serve(self, body: dict[str, Any], recent_session: str | None = None,
-               session_scope: Mapping[str, str] | None = None, context_call: bool = False
+               session_scope: Mapping[str, str] | None = None, context_call: bool = False,
+               sections_only: bool = False, fold_sections: bool = False
                ) -> RetrieveResponse:
         """Validate, then answer from the cache or the pipeline; record the trace
         (:meth:`memory_core.serve.ReadPath.serve`). With ``pause_gc`` automatic garbage
@@ -266,10 +274,12 @@ class MemoryEngine:
         path = ReadPath(self.spec, self.store, self.clock, self.cache, self._traces,
                         self._components, self._planner, self.available_modes,
                         self.rerank_unavailable, self._authorised)
+        args = (body, recent_session, session_scope, context_call, sections_only,
+                fold_sections)
         if not self.spec.pause_gc:
-            return path.serve(body, recent_session, session_scope, context_call)
+            return path.serve(*args)
         with GC_PAUSE:
-            return path.serve(body, recent_session, session_scope, context_call)
+            return path.serve(*args)
 
     def get_context(self, request: Mapping[str, Any] | None = None, /, **fields: Any) -> str:
         """The block text only (``format="block"``); takes any request field but ``route``.
@@ -311,18 +321,8 @@ class MemoryEngine:
           them; the trace's ``recent_turns`` lists shown and cut turns).
 
         Returns the whole response (``context`` holds the block); an unknown session simply
-        has no recent turns.
-        """
-        body = reads.session_body(reads.merge_body(request, fields), space_id, session_id,
-                                  self.spec.limits.max_id_chars)
-        principal = body.get("principal")
-        self._authorised(space_id, principal if isinstance(principal, str) else None,
-                         Role.VIEWER)
-        body = reads.context_body(body, {"space_id": space_id, "query": query},
-                                  "session_context", self.spec.context_hits.on_for_context)
-        applied = reads.session_scope(self.store, space_id, session_id, body)
-        return self._serve(body, recent_session=session_id, session_scope=applied,
-                           context_call=True)
+        has no recent turns."""
+        return self._session_read(space_id, session_id, query, request, fields, False)
 
     def get_receipt(self, receipt_id: str, principal: str | None = None) -> Receipt:
         """A receipt, or the trace of any recent retrieve by its ``trace_id`` (the last

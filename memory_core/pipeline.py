@@ -42,8 +42,8 @@ from memory_core.results.context_hits import gather_context_hits
 from memory_core.results.cuts import budget_drops, cut_include, cut_limit, cut_min_score
 from memory_core.results.dedup import collapse_duplicates, prefer_observations
 from memory_core.store import SqlFilter, require_rowid, rowid_of
-from memory_core.trace import (DedupTrace, FallbackTrace, FilterTrace, RecentTurnsTrace,
-                               RoutingTrace, TimeTrace, Trace)
+from memory_core.trace import (ContextHitsTrace, DedupTrace, FallbackTrace, FilterTrace,
+                               RecentTurnsTrace, RoutingTrace, TimeTrace, Trace)
 from memory_core.types import (Candidate, Drop, Include, MemoryType, Mode, Ranked, Result,
                                RetrieveRequest, Tier, frozen_map)
 
@@ -113,7 +113,8 @@ def run(comp: Components, request: RetrieveRequest, space_ids: Sequence[str], *,
 
     # 3. escalation
     tier, escalated = Tier.HYBRID, None
-    why = escalation.triggers(comp.spec, pooled, whole.channels)
+    why = escalation.triggers(comp.spec, pooled, whole.channels, lambda: sum(
+        len(comp.store.eligible_rowids(s, filters[s])) for s in space_ids if s in filters))
     first_pass = {c.memory_id for c in pooled}
     if why:
         plan = escalation.rewrite(comp.spec, comp.store, comp.embedder, request, query_vec,
@@ -187,14 +188,18 @@ def abstained(request: RetrieveRequest, routing: RoutingTrace) -> PipelineOutput
 
 def served(trace: Trace, *, fallback: FallbackTrace | None = None,
            session_scope: Mapping[str, str] | None = None,
-           recent_turns: RecentTurnsTrace | None = None) -> Trace:
+           recent_turns: RecentTurnsTrace | None = None,
+           context_hits: ContextHitsTrace | None = None) -> Trace:
     """The trace of a read with what the read path added after the stages: the mode it fell
-    back to (``fallback``) and, with the session block's ``recent_turns``
-    (:meth:`memory_core.engine.MemoryEngine.session_context`), the scope taken from the
-    session. Unset parts stay as they are."""
+    back to (``fallback``), with the session block's ``recent_turns``
+    (:meth:`memory_core.engine.MemoryEngine.session_context`) the scope taken from the
+    session, and the context hits' record once the block folded its sections
+    (``context_hits``). Unset parts stay as they are."""
     changes: dict[str, Any] = {}
     if fallback is not None:
         changes["fallback"] = fallback
+    if context_hits is not None:
+        changes["context_hits"] = context_hits
     if recent_turns is not None:
         changes.update(session_scope=frozen_map(session_scope), recent_turns=recent_turns)
     return dataclasses.replace(trace, **changes) if changes else trace
@@ -257,8 +262,8 @@ def _prefer_observations(comp: Components, request: RetrieveRequest, ranked: Ran
     wants_notes = request.memory_types is None or MemoryType.OBSERVATION in request.memory_types
     if not (request.prefer_observations and wants_notes):
         return ranked, None
-    if request.include is Include.PASSAGES:
-        return ranked, "skipped: include=passages returns no observation"
+    if request.include in (Include.PASSAGES, Include.DOCUMENTS):
+        return ranked, f"skipped: include={request.include.value} returns no observation"
     space_of = {c.memory_id: c.space_id for c in ranked.candidates}
     return prefer_observations(
         ranked, lambda ids: rows.notes_of(comp.store, ids, space_of, filters)), None

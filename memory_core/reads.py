@@ -1,5 +1,6 @@
 """Helpers of the engine's read calls: request bodies from a mapping plus keywords, the
-context calls' body rules, the session's scope, and the session block's recent turns."""
+context calls' body rules, the session's scope, and the session block's recent turns; and
+:class:`SeedReads`, the engine's agent-memory seed reads and entity graph."""
 
 from __future__ import annotations
 
@@ -7,12 +8,15 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from memory_core import context as blocks
+from memory_core import entity_graph
+from memory_core.access import Role
 from memory_core.config import EngineSpec
 from memory_core.errors import invalid
 from memory_core.filters.compile import compile_filter
 from memory_core.store import SqlFilter, StoreBackend, rowid_of
 from memory_core.trace import RecentTurnsTrace
-from memory_core.types import Memory, RetrieveRequest, SearchedEntry
+from memory_core.request import parse_request
+from memory_core.types import Memory, RetrieveRequest, RetrieveResponse, SearchedEntry, Space
 from memory_core.validate import check_mapping, check_text
 
 
@@ -26,15 +30,33 @@ def merge_body(request: Mapping[str, Any] | None, fields: Mapping[str, Any]) -> 
     return body
 
 
+def addressed_only(body: Mapping[str, Any], call: str) -> None:
+    """``route`` in a call that reads one named space is 422 ``addressed_only``."""
+    if body.get("route") is not None:
+        raise invalid("addressed_only", f"{call} is addressed only: give space_id, not "
+                      "route (use retrieve(route='auto', format='block') for a routed "
+                      "block)", "route")
+
+
+def recall_body(request: Mapping[str, Any] | None, fields: Mapping[str, Any],
+                expand_sections: bool) -> tuple[dict[str, Any], bool]:
+    """The agent-memory seed's query: addressed only, and (``expand_sections``) the section
+    rows of the top hits beside them unless the request names ``context_hits``. Returns the
+    body and whether that default expansion applies."""
+    body = merge_body(request, fields)
+    addressed_only(body, "recall")
+    sections = expand_sections and body.get("context_hits") is None
+    if sections:
+        body["context_hits"] = True
+    return body, sections
+
+
 def context_body(request: Mapping[str, Any] | None, fields: Mapping[str, Any], call: str,
                  on_for_context: bool) -> dict[str, Any]:
     """A context call's request: addressed only (seed: ``route`` is 422), a block, and
     context hits unless the request says otherwise (``context_hits.on_for_context``)."""
     body = merge_body(request, fields)
-    if body.get("route") is not None:
-        raise invalid("addressed_only", f"{call} is addressed only: give space_id, not "
-                      "route (use retrieve(route='auto', format='block') for a routed "
-                      "block)", "route")
+    addressed_only(body, call)
     if body.get("format") is None:
         body["format"] = "block"
     if body.get("context_hits") is None:
@@ -111,3 +133,107 @@ def memories_by_id(store: StoreBackend, memory_ids: Sequence[str]) -> dict[str, 
     rows = {mid: rowid_of(mid) for mid in dict.fromkeys(memory_ids)}
     found = store.get_memories(r for r in rows.values() if r is not None)
     return {mid: found[r] for mid, r in rows.items() if r is not None and r in found}
+
+
+class SeedReads:
+    """The agent-memory seed's reads and the entity graph, as methods of
+    :class:`memory_core.engine.MemoryEngine` (which provides the parts declared here)."""
+
+    spec: EngineSpec
+    store: StoreBackend
+
+    def _serve(self, body: dict[str, Any], recent_session: str | None = None,
+               session_scope: Mapping[str, str] | None = None, context_call: bool = False,
+               sections_only: bool = False, fold_sections: bool = False
+               ) -> RetrieveResponse:
+        raise NotImplementedError  # the engine's
+
+    def _authorised(self, space_id: str, principal: str | None, need: Role | str) -> Space:
+        raise NotImplementedError  # the engine's
+
+    # -- the agent-memory seed's reads (``/api/v1/{context_id}``; MCP ``recall``) -------------
+    def recall(self, request: Mapping[str, Any] | None = None, /, **fields: Any
+               ) -> RetrieveResponse:
+        """The agent-memory seed's query (``POST /api/v1/{context_id}/query``): ``retrieve``
+        of one named space (``route`` is 422 ``addressed_only``) with the seed's expansion on
+        by default: unless the request names ``context_hits``, the section rows of the top
+        hits come back beside them as context hits (``context_hits.expand_sections``; at most
+        ``section_rows`` a hit, ``max_rows`` in all, each under the request's filter). The
+        ranked results are ``retrieve``'s; the trace's ``context_hits.expansion`` says
+        ``"sections"`` when the default applied."""
+        body, sections = recall_body(request, fields, self.spec.context_hits.expand_sections)
+        return self._serve(body, sections_only=sections)
+
+    def recall_context(self, request: Mapping[str, Any] | None = None, /, **fields: Any
+                       ) -> RetrieveResponse:
+        """The agent-memory seed's ``/context``: ``retrieve_context`` with the section rows
+        among its context hits folded into the block, indented under their hit
+        (``context_hits.fold_sections``), as many as fit ``context_max_tokens``; the trace's
+        ``context_hits`` lists the rows folded and those left out (they stay context hits)."""
+        return self._serve(context_body(request, fields, "recall_context",
+                                        self.spec.context_hits.on_for_context),
+                           context_call=True, fold_sections=self.spec.context_hits.fold_sections)
+
+    def recall_session(self, space_id: str, session_id: str, query: str,
+                       request: Mapping[str, Any] | None = None, **fields: Any
+                       ) -> RetrieveResponse:
+        """The agent-memory seed's ``/sessions/{session_id}/context``: ``session_context``
+        with the section rows folded into the recalled block as :meth:`recall_context` does
+        (the recent turns follow it)."""
+        return self._session_read(space_id, session_id, query, request, fields,
+                                  self.spec.context_hits.fold_sections)
+
+    def _session_read(self, space_id: str, session_id: str, query: str,
+                      request: Mapping[str, Any] | None, fields: Mapping[str, Any], fold: bool
+                      ) -> RetrieveResponse:
+        """``session_context`` (``fold``: with the section rows folded into the block)."""
+        body = session_body(merge_body(request, fields), space_id, session_id,
+                            self.spec.limits.max_id_chars)
+        principal = body.get("principal")
+        self._authorised(space_id, principal if isinstance(principal, str) else None,
+                         Role.VIEWER)
+        body = context_body(body, {"space_id": space_id, "query": query}, "session_context",
+                            self.spec.context_hits.on_for_context)
+        applied = session_scope(self.store, space_id, session_id, body)
+        return self._serve(body, recent_session=session_id, session_scope=applied,
+                           context_call=True, fold_sections=fold)
+
+    # -- the entity graph (:mod:`memory_core.entity_graph`) ----------------------------------
+    def entities(self, space_id: str, principal: str | None = None, limit: int = 50,
+                 contains: str | None = None, **filters: Any) -> entity_graph.EntityList:
+        """The entities the space's memories mention, most mentioned first, with mention
+        counts (``limit`` 1-1000; ``contains``: keys holding that text). ``filters``: the
+        request's filter fields (``user_id``, ``agent_id``, ``session_id``, ``tags``,
+        ``tag_groups``, ``lens``, ``labels``, ``memory_types``, ``as_of``, ``occurred_*``):
+        only memories passing them are counted, so an entity only other users' memories
+        mention is not listed to a scoped caller. A space ``principal`` may not read is 404."""
+        limit = entity_graph.check_count(limit, "limit", entity_graph.MAX_LIST)
+        if contains is not None:
+            check_text(contains, "contains", self.spec.limits.max_id_chars,
+                       limit_name="max_id_chars")
+        flt = self._graph_filter(space_id, principal, filters)
+        return entity_graph.list_entities(self.store, space_id, flt, limit, contains)
+
+    def entity(self, space_id: str, name: str, principal: str | None = None,
+               memories: int = 20, related: int = 20, **filters: Any
+               ) -> entity_graph.EntityView:
+        """One entity's neighbourhood under the same filters as :meth:`entities`: how many
+        memories mention it, the newest ``memories`` of them (1-200), the ``related``
+        (1-100) entities mentioned with it most, and the edges between them. An entity no
+        visible memory mentions is 404 ``entity_missing``, like one nothing mentions."""
+        memories = entity_graph.check_count(memories, "memories", entity_graph.MAX_MEMORIES)
+        related = entity_graph.check_count(related, "related", entity_graph.MAX_RELATED)
+        check_text(name, "name", self.spec.limits.max_id_chars, limit_name="max_id_chars")
+        flt = self._graph_filter(space_id, principal, filters)
+        return entity_graph.entity_view(self.store, space_id, flt, name, memories, related)
+
+    def _graph_filter(self, space_id: str, principal: str | None,
+                      filters: Mapping[str, Any]) -> SqlFilter:
+        """The space authorised for ``principal`` (viewer), and ``filters`` compiled as a
+        read's filter of it (parsed as a request's fields: the same checks and errors)."""
+        fields = entity_graph.check_fields(filters)
+        body = {**fields, "query": "entity graph", "space_id": space_id,
+                "principal": principal}
+        req = parse_request(body, self.spec)
+        self._authorised(space_id, req.principal, Role.VIEWER)
+        return compile_filter(req, self.store, space_id, self.spec)

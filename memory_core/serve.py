@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,7 +26,8 @@ from memory_core.request import parse_request
 from memory_core.store import StoreBackend
 from memory_core.times import Clock, format_instant
 from memory_core.trace import FallbackTrace
-from memory_core.types import Mode, RetrieveResponse, Space, Tier, frozen_map
+from memory_core.types import (ContextHit, Mode, Result, RetrieveRequest, RetrieveResponse,
+                               Space, Tier, frozen_map)
 
 
 @dataclass(frozen=True)
@@ -45,19 +46,23 @@ class ReadPath:
     authorise: Callable[[str, str | None, Role], Space]
 
     def serve(self, body: dict[str, Any], recent_session: str | None = None,
-               session_scope: Mapping[str, str] | None = None, context_call: bool = False
-               ) -> RetrieveResponse:
+               session_scope: Mapping[str, str] | None = None, context_call: bool = False,
+               sections_only: bool = False, fold_sections: bool = False) -> RetrieveResponse:
         """Validate, then answer from the cache or the pipeline; record the trace.
         ``recent_session``: :meth:`session_context`'s session, whose latest turns follow the
         block; ``session_scope``: the scope it took from the session (for the trace);
-        ``context_call``: a context call (its context hits: ``context_entity_cards`` cards).
+        ``context_call``: a context call (its context hits: ``context_entity_cards`` cards);
+        ``sections_only``: the context hits are section rows only (the agent-memory seed's
+        default expansion); ``fold_sections``: a block folds the section rows under their
+        hit (:func:`memory_core.context.fold_sections`).
         The request's reads share one store stamp (:meth:`StoreBackend.read_scope`)."""
         with self.store.read_scope():
-            return self._serve(body, recent_session, session_scope, context_call)
+            return self._serve(body, recent_session, session_scope, context_call,
+                               sections_only, fold_sections)
 
     def _serve(self, body: dict[str, Any], recent_session: str | None,
-               session_scope: Mapping[str, str] | None, context_call: bool
-               ) -> RetrieveResponse:
+               session_scope: Mapping[str, str] | None, context_call: bool,
+               sections_only: bool, fold_sections: bool) -> RetrieveResponse:
         t0 = time.perf_counter()
         req = parse_request(body, self.spec, self.available_modes,
                             {Mode.ACCURATE: self.rerank_unavailable or ""})
@@ -77,7 +82,8 @@ class ReadPath:
             versions = self.store.versions()
         day = None if req.query_timestamp else format_instant(self.clock())[:10]
         key = cache_key(req, day, {"recent_session": recent_session, "mode_given":
-                                   body.get("mode") is not None, "context_call": context_call}
+                                   body.get("mode") is not None, "context_call": context_call,
+                                   "sections_only": sections_only, "fold": fold_sections}
                         ) if self.spec.cache.enabled else ""  # a disabled cache keys nothing
         trace_id = new_receipt_id()
         now = format_instant(self.clock())
@@ -96,9 +102,14 @@ class ReadPath:
         if req.route is None:
             assert req.space_id is not None  # parse_request: exactly one of space_id and route
             comp = self.components
+            hits = None
             if context_call:  # the seed's context hits: neighbours (and the configured cards)
                 hits = dataclasses.replace(self.spec.context_hits,
                                            entity_cards=self.spec.context_hits.context_entity_cards)
+            if sections_only:  # the agent-memory seed's default expansion: sections alone
+                hits = dataclasses.replace(hits or self.spec.context_hits, turn_window=0,
+                                           entity_cards=0)
+            if hits is not None:
                 comp = dataclasses.replace(comp, spec=dataclasses.replace(self.spec,
                                                                           context_hits=hits))
             out = pipeline.run(comp, req, [req.space_id])
@@ -110,9 +121,18 @@ class ReadPath:
                 "mode", self.spec.default_mode, req.mode.value,
                 self.rerank_unavailable or "unavailable"))
         context, token_estimate = out.context, out.token_estimate
+        if trace.context_hits is not None and sections_only:
+            trace = pipeline.served(trace, context_hits=dataclasses.replace(
+                trace.context_hits, expansion="sections"))
+        if fold_sections and req.format == "block" and out.context_hits:
+            context, folded = self._fold(req, out.results, out.context_hits)
+            if trace.context_hits is not None:
+                trace = pipeline.served(trace, context_hits=dataclasses.replace(
+                    trace.context_hits, folded=tuple(folded[0]), not_folded=tuple(folded[1])))
+            token_estimate = blocks.estimate_tokens(context, self.spec.context.chars_per_token)
         if recent_session is not None and req.format == "block":
             context, recent = reads.append_recent(
-                self.store, self.spec, req, out.context, {r.memory_id for r in out.results},
+                self.store, self.spec, req, context, {r.memory_id for r in out.results},
                 searched, recent_session)
             trace = pipeline.served(trace, session_scope=session_scope, recent_turns=recent)
             token_estimate = blocks.estimate_tokens(context, self.spec.context.chars_per_token)
@@ -133,6 +153,17 @@ class ReadPath:
                 read = {req.space_id: versions.get(req.space_id, 0)}
             self.cache.put(key, response, receipt, read, exact=req.route is not None)
         return response
+
+    def _fold(self, req: RetrieveRequest, results: Sequence[Result],
+              hits: Sequence[ContextHit]) -> tuple[str, tuple[list[str], list[str]]]:
+        """The block with the section rows among ``hits`` folded under their result, within
+        ``context_max_tokens``; and (row ids folded, row ids left out)."""
+        rows = [(h.related_to, h.memory_id, h.content) for h in hits
+                if h.family == "section" and h.memory_id is not None]
+        text, done, left = blocks.fold_sections(results, req.block_order, rows,
+                                                req.context_max_tokens,
+                                                self.spec.context.chars_per_token)
+        return text, (done, left)
 
     def record(self, receipt: Receipt, persist: bool) -> None:
         self.traces.add(receipt)

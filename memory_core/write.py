@@ -15,6 +15,8 @@ add are exclusive (:meth:`memory_core.channels.dense.DenseIndex.writing`: 0.25 s
 
 from __future__ import annotations
 
+import json
+import logging
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -29,11 +31,13 @@ from memory_core.entities import extract_entities
 from memory_core.errors import invalid
 from memory_core.filters.scope import check_write_scopes
 from memory_core.redact import Redactor
-from memory_core.store import NewMemory, StoreBackend, rowid_of
+from memory_core.store import NewMemory, SqlFilter, StoreBackend, rowid_of
 from memory_core.times import Clock, event_window, format_instant, normalize_instant
 from memory_core.types import Memory, MemoryType
 from memory_core.validate import (MAX_TAG_CHARS, check_clean, check_content, check_mapping,
                                   check_metadata, check_reserved, check_text)
+
+log = logging.getLogger(__name__)
 
 WRITE_FIELDS = ("content", "timestamp", "tags", "user_id", "agent_id", "session_id", "metadata",
                 "document_id", "scopes")
@@ -56,6 +60,21 @@ class Writer:
         item is checked before anything is stored (an empty list is 422 ``empty_items``).
         Returns one id per item: its first memory (a long item becomes several memories that
         share its passage, ``write.split_max_chars``)."""
+        return self.write_batch(space_id, items).memory_ids
+
+    def write_batch(self, space_id: str, items: Sequence[Mapping[str, Any]]) -> WriteReport:
+        """:meth:`write_many`, reporting the document uploads collapsed at ingest.
+
+        Seed rule: byte-identical document uploads are collapsed (content hash). An item with
+        a ``document_id`` whose stored text (after redaction and trimming), document, scope
+        (``user_id``, ``agent_id``, ``session_id``, scope paths), tags and metadata equal
+        those of a document upload already in the space, or of an earlier item of the same
+        batch, is not stored again: its id is that upload's first memory, and the report's
+        ``collapsed`` maps its index to it. Its ``timestamp`` is not compared (a re-upload
+        later is the same document). Items without a ``document_id`` (conversation turns,
+        notes) are never collapsed: saying the same thing twice is two memories. The check
+        runs under the space's writer lock, so two identical uploads racing in one process
+        store one copy."""
         if not isinstance(items, Sequence) or isinstance(items, str | bytes):
             raise invalid("wrong_type", "items must be a list of mappings", "items")
         if not items:
@@ -67,6 +86,32 @@ class Writer:
                   for i, text in enumerate(split_text(c["content"],
                                                       self.spec.write.split_max_chars))]
         vectors = self.embedder.embed([text for _, _, text in pieces])
+        first_ids: dict[int, str] = {}  # id(item) -> the memory id the write answers
+        with self.dense.writing(space_id):  # indexed once (channels/dense.py)
+            same = self._collapsed(space_id, checked)
+            keep = [k for k, (c, _, _) in enumerate(pieces) if id(c) not in same]
+            if keep:
+                rowids = self._insert(space_id, [pieces[k] for k in keep], vectors if len(
+                    keep) == len(pieces) else vectors[keep], now)
+                for k, row in zip(keep, rowids, strict=True):
+                    if pieces[k][1] == 0:
+                        first_ids[id(pieces[k][0])] = f"mem_{row}"
+        if keep:
+            index_written(self.store, self.spec.channels, space_id)
+        for c in checked:  # an item collapsed into an earlier one of the batch answers its id
+            if id(c) in same:
+                found = same[id(c)]
+                first_ids[id(c)] = found if isinstance(found, str) else first_ids[id(found)]
+        ids = [first_ids[id(c)] for c in checked]
+        collapsed_at = {n: ids[n] for n, c in enumerate(checked) if id(c) in same}
+        if collapsed_at:
+            log.info("space %r: %d document upload(s) collapsed at ingest into %s", space_id,
+                     len(collapsed_at), sorted(set(collapsed_at.values())))
+        return WriteReport(space_id, ids, collapsed_at)
+
+    def _insert(self, space_id: str, pieces: Sequence[tuple[dict[str, Any], int, str]],
+                vectors: Any, now: str) -> list[int]:
+        """The pieces stored and indexed (the caller holds the space's writer lock)."""
         new = [NewMemory(
             space_id=space_id, content=text, content_hash=content_hash(text),
             memory_type=MemoryType.FACT, passage=c["content"], passage_id=None,
@@ -78,11 +123,54 @@ class Writer:
             minhash=minhash_signature(text, self.spec.dedup), shares_passage=i > 0,
             scopes=c["scopes"], timestamp_sent=c["timestamp_sent"],
         ) for (c, i, text), vec in zip(pieces, vectors, strict=True)]
-        with self.dense.writing(space_id):  # indexed once (channels/dense.py)
-            rowids = self.store.insert_batch(new)
-            self.dense.add(space_id, rowids, vectors)
-        index_written(self.store, self.spec.channels, space_id)
-        return [f"mem_{r}" for r, (_, i, _) in zip(rowids, pieces, strict=True) if i == 0]
+        rowids = self.store.insert_batch(new)
+        self.dense.add(space_id, rowids, vectors)
+        return rowids
+
+    def _collapsed(self, space_id: str, checked: Sequence[dict[str, Any]]
+                   ) -> dict[int, str | dict[str, Any]]:
+        """``id(item) ->`` what it collapses into, for the document items that are
+        byte-identical uploads (:meth:`write_batch`): a stored memory's id, or the earlier
+        item of the batch it repeats (stored in this write; its id is known once stored)."""
+        out: dict[int, str | dict[str, Any]] = {}
+        earlier: dict[str, dict[str, Any]] = {}
+        for c in checked:
+            if c["document_id"] is None:
+                continue
+            key = _upload_key(c)
+            if key in earlier:
+                out[id(c)] = earlier[key]
+                continue
+            found = self._stored_upload(space_id, c)
+            if found is not None:
+                out[id(c)] = found
+            else:
+                earlier[key] = c
+        return out
+
+    def _stored_upload(self, space_id: str, c: Mapping[str, Any]) -> str | None:
+        """The first memory of a stored upload identical to item ``c`` (:meth:`write_batch`),
+        found through the content-hash index; None when there is none."""
+        first = split_text(c["content"], self.spec.write.split_max_chars)[0]
+        rows = self.store.eligible_rowids(space_id, SqlFilter(
+            "m.content_hash = ? AND m.document_id = ? AND m.memory_type = ?",
+            (content_hash(first), c["document_id"], MemoryType.FACT.value)))
+        found = self.store.get_memories(int(r) for r in rows)
+        if not found:
+            return None
+        passages = self.store.passages(m.passage_id for m in found.values()
+                                       if m.passage_id is not None)
+        scopes = self.store.scopes_of(found)
+        for row in sorted(found):
+            m = found[row]
+            if (m.content == first and passages.get(m.passage_id or -1) == c["content"]
+                    and (m.user_id, m.agent_id, m.session_id) == (c["user_id"], c["agent_id"],
+                                                                  c["session_id"])
+                    and sorted(m.tags) == sorted(c["tags"])
+                    and dict(m.metadata) == dict(c["metadata"])
+                    and tuple(sorted(scopes.get(row, ()))) == tuple(sorted(c["scopes"]))):
+                return m.memory_id
+        return None
 
     def observe(self, space_id: str, content: str, source_ids: Sequence[str],
                 tags: Sequence[str] | None = None) -> str:
@@ -176,6 +264,32 @@ class Writer:
         out["timestamp_sent"] = ts if isinstance(ts, str) else None
         out["scopes"] = check_write_scopes(item.get("scopes"))
         return out
+
+
+@dataclass(frozen=True)
+class WriteReport:
+    """What a write did: one memory id per item, in item order, and the items collapsed at
+    ingest (index -> the id of the identical document upload they repeat)."""
+
+    space_id: str
+    memory_ids: list[str]
+    collapsed: Mapping[int, str]
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"memory_ids"}``, plus ``collapsed`` (``[{"index", "memory_id"}]``) when any."""
+        body: dict[str, Any] = {"memory_ids": list(self.memory_ids)}
+        if self.collapsed:
+            body["collapsed"] = [{"index": i, "memory_id": m}
+                                 for i, m in sorted(self.collapsed.items())]
+        return body
+
+
+def _upload_key(c: Mapping[str, Any]) -> str:
+    """What makes two document items the same upload (:meth:`Writer.write_batch`)."""
+    return json.dumps([c["content"], c["document_id"], c["user_id"], c["agent_id"],
+                       c["session_id"], sorted(c["tags"]), sorted(c["scopes"]),
+                       dict(c["metadata"])],
+                      sort_keys=True, default=str)
 
 
 def occurred(text: str, timestamp: str) -> dict[str, str | None]:

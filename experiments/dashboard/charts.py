@@ -9,7 +9,9 @@ page shows it (``st.altair_chart`` / ``st.pyplot``, then :func:`close` for a mat
 - :func:`score_histograms`: the run page's gold vs non-gold result scores, one panel per mode
   (:func:`experiments.readers.score_table`);
 - :func:`delta_chart` and :func:`delta_histogram`: the compare page's Δ = A − B per group with
-  its CI, and per query (:func:`experiments.dashboard.comparing.compare_frame`).
+  its CI, and per query (:func:`experiments.dashboard.comparing.compare_frame`);
+- :func:`neighbourhood_chart`: the entity page's neighbourhood of one entity
+  (:func:`experiments.dashboard.graph.neighbourhood_frames`).
 
 Example:
     >>> bands = pl.DataFrame({"mode": ["fast"] * 2, "view": ["raw"] * 2, "k": [1, 2],
@@ -117,3 +119,29 @@ def delta_histogram(per_query: pl.DataFrame, metric: str) -> alt.Chart:
     return alt.Chart(data).mark_bar().encode(
         x=alt.X("delta:Q", bin=alt.Bin(maxbins=41), title=f"per-query Δ {metric} (A − B)"),
         y=alt.Y("count():Q", title="queries")).properties(height=220)
+
+
+def neighbourhood_chart(nodes: pl.DataFrame, edges: pl.DataFrame
+                        ) -> alt.LayerChart | alt.FacetChart:
+    """An entity's neighbourhood: the entity at the centre, the entities mentioned with it
+    around it (circle area: memories in common with it; the centre's: its own mentions),
+    edges as lines whose width is how many of its memories mention both ends; names as
+    labels, counts in the tooltips."""
+    axis = alt.Axis(labels=False, ticks=False, grid=False, domain=False, title=None)
+    scale = alt.Scale(domain=[-1.35, 1.35])
+    lines = alt.Chart(edges.to_pandas()).mark_rule(color="#9aa5b1", opacity=0.7).encode(
+        x=alt.X("x:Q", axis=axis, scale=scale), y=alt.Y("y:Q", axis=axis, scale=scale),
+        x2="x2:Q", y2="y2:Q",
+        strokeWidth=alt.StrokeWidth("weight:Q", title="memories naming both",
+                                    scale=alt.Scale(range=[1, 8])),
+        tooltip=["source", "target", alt.Tooltip("weight:Q", title="memories naming both")])
+    base = alt.Chart(nodes.to_pandas()).encode(x=alt.X("x:Q", axis=axis, scale=scale),
+                                               y=alt.Y("y:Q", axis=axis, scale=scale))
+    dots = base.mark_circle(opacity=0.9).encode(
+        size=alt.Size("mentions:Q", title="mentions", scale=alt.Scale(range=[120, 1800])),
+        color=alt.Color("role:N", title=None,
+                        scale=alt.Scale(domain=["entity", "related"],
+                                        range=["#d62728", "#1f77b4"])),
+        tooltip=["name", "role", alt.Tooltip("mentions:Q", title="mentions")])
+    labels = base.mark_text(dy=-16, fontSize=12).encode(text="name:N")
+    return (lines + dots + labels).properties(height=460)

@@ -25,7 +25,8 @@ from experiments import readers
 from experiments.dashboard import cache
 from memory_core import MemoryEngine
 
-VIEWS = {"query": "Per-query", "run": "Run", "playground": "Playground", "compare": "Compare"}
+VIEWS = {"query": "Per-query", "run": "Run", "playground": "Playground", "compare": "Compare",
+         "entities": "Entities"}
 """Each view's deep-link name (``?view=``) and its label in the sidebar."""
 
 SOURCES = ("Experiment run", "Store directory")

@@ -45,6 +45,8 @@ from memory_core.cli.args import (MODE_CHOICES, PROG, SELECTION_FIELDS, STORE_EN
 from memory_core.engine import MemoryEngine
 from memory_core.errors import MemoryCoreError, conflict, not_found
 from memory_core.service import cli as service_cli
+from memory_core.service import wire
+from memory_core.service.bodies import entity_body
 from memory_core.store.location import parse_location
 from memory_core.types import RetrieveResponse
 
@@ -113,6 +115,8 @@ def _selection_fields(args: argparse.Namespace, *extra: str) -> dict[str, Any]:
 
 def _recall(eng: MemoryEngine, args: argparse.Namespace) -> Mapping[str, Any] | None:
     fields = _selection_fields(args, "context_hits")
+    if args.context_id is not None:
+        return _agent(eng, args, "query", fields)
     resp = eng.retrieve(receipt=True, **fields)
     if args.json:
         return resp.to_dict()
@@ -122,6 +126,9 @@ def _recall(eng: MemoryEngine, args: argparse.Namespace) -> Mapping[str, Any] | 
 
 def _context(eng: MemoryEngine, args: argparse.Namespace) -> Mapping[str, Any] | None:
     fields = _selection_fields(args, "context_max_tokens", "block_order")
+    if args.context_id is not None:
+        return _agent(eng, args, "session" if args.command == "session-context" else
+                      "context", fields)
     if args.command == "session-context":
         space_id, session_id, query = (fields.pop(k) for k in ("space_id", "session_id",
                                                                "query"))
@@ -136,6 +143,91 @@ def _context(eng: MemoryEngine, args: argparse.Namespace) -> Mapping[str, Any] |
                 "trace_id": resp.trace_id, **hits}
     print(block)
     print(_footer(resp), file=sys.stderr)  # stdout stays the block alone (pipe-friendly)
+    return None
+
+
+# -- the agent-memory API's calls (``--context-id``) ---------------------------------------------
+def agent_call(eng: Any, kind: str, fields: Mapping[str, Any]) -> dict[str, Any]:
+    """The agent-memory API's body of ``kind`` (``query``, ``context`` or ``session``) for
+    the request ``fields`` (engine names; ``space_id`` is the context id): over ``--url``
+    its route (:meth:`memory_core.service.client.RemoteEngine.agent`), else the engine's
+    call in the same wire (:mod:`memory_core.service.wire`)."""
+    if not isinstance(eng, MemoryEngine):
+        return eng.agent(kind, fields)
+    rest = dict(fields)
+    if kind == "query":
+        return wire.query_response(eng.recall(rest))
+    if kind == "context":
+        return wire.context_response(eng.recall_context(rest))
+    space_id, session_id, query = (rest.pop(k, None) for k in ("space_id", "session_id",
+                                                                 "query"))
+    return wire.context_response(eng.recall_session(space_id, session_id, query, rest))
+
+
+def _agent(eng: MemoryEngine, args: argparse.Namespace, kind: str,
+           fields: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    body = agent_call(eng, kind, {**fields, "receipt": True})
+    if args.json:
+        return body
+    footer = f"tier={body['tier']} queryMs={body['queryMs']:.1f} " \
+             f"traceId={body['trace']['traceId']}"
+    if kind == "query":
+        _print_rows("hits", ("rank", "score", "source", "memory id", "content"), [
+            (str(i), f"{h['relevanceScore']:.3f}", h["source"], h["memoryId"], h["content"])
+            for i, h in enumerate(body["hits"], 1)])
+        _print_rows("context hits", ("source", "related to", "memory id", "content"), [
+            (h["source"], h["relatedTo"], h["memoryId"] or ",".join(h["memoryIds"]),
+             h["content"]) for h in body.get("contextHits", ())])
+        print(footer)
+    else:
+        print(body["context"])
+        print(footer, file=sys.stderr)  # stdout stays the block alone
+    return None
+
+
+def _print_rows(title: str, columns: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    if not rows:
+        print(f"no {title}")
+        return
+    table = Table(title=title, show_edge=False, pad_edge=False)
+    for name in columns:
+        table.add_column(name, overflow="fold")
+    for row in rows:
+        table.add_row(*(Text(str(v)) for v in row))
+    Console(highlight=False).print(table)
+
+
+# -- the entity graph ---------------------------------------------------------------------------
+GRAPH_FILTERS = ("user_id", "agent_id", "session_id", "tags", "tags_match", "lens", "as_of",
+                 "occurred_after", "occurred_before")
+
+
+def _entities(eng: MemoryEngine, args: argparse.Namespace) -> Mapping[str, Any] | None:
+    filters = _fields(args, GRAPH_FILTERS)
+    if args.name is None:
+        listing = eng.entities(args.space_id, principal=args.principal,
+                               **_fields(args, ("limit", "contains")), **filters)
+        body = listing if isinstance(listing, dict) else listing.to_dict()
+        if args.json:
+            return body
+        _print_rows(f"entities of {body['space_id']} ({body['total']} in all)",
+                    ("mentions", "name"),
+                    [(str(e["mentions"]), e["name"]) for e in body["entities"]])
+        return None
+    view = eng.entity(args.space_id, args.name, principal=args.principal,
+                      **_fields(args, ("memories", "related")), **filters)
+    body = view if isinstance(view, dict) else entity_body(view)
+    if args.json:
+        return body
+    print(f"{body['name']}: mentioned by {body['mentions']} memories")
+    _print_rows("mentioned with it", ("together", "name"),
+                [(str(e["mentions"]), e["name"]) for e in body["related"]])
+    _print_rows("its memories", ("memory id", "timestamp", "content"),
+                [(m["memory_id"], m["timestamp"], m["content"]) for m in body["memories"]])
     return None
 
 
@@ -175,7 +267,7 @@ def _receipt(eng: MemoryEngine, args: argparse.Namespace) -> Mapping[str, Any] |
 
 COMMANDS: dict[str, Callable[[MemoryEngine, argparse.Namespace], Mapping[str, Any] | None]] = {
     "recall": _recall, "context": _context, "session-context": _context, "write": _write,
-    "receipt": _receipt,
+    "receipt": _receipt, "entities": _entities,
 }
 
 

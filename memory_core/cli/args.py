@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -34,7 +35,9 @@ def _csv(text: str) -> list[str]:
 
 def _include(text: str) -> str:
     """``facts`` -> ``"facts"``, ``passages`` -> ``"passages"``, ``facts,passages`` ->
-    ``"both"`` (the request field ``include``)."""
+    ``"both"``, ``documents`` -> ``"documents"`` (alone) (the request field ``include``)."""
+    if text.strip() == Include.DOCUMENTS.value:
+        return Include.DOCUMENTS.value
     parts = set(_csv(text))
     unknown = sorted(parts - set(INCLUDE_PARTS))
     if unknown:
@@ -59,6 +62,8 @@ def _parser(**kwargs: Any) -> argparse.ArgumentParser:
 
 
 STORE_ENV = "MEMORY_CORE_STORE"  # the store directory when --store is not given
+URL_ENV = "MEMORY_CORE_URL"  # the service when neither --store nor --url is given
+CONTEXT_ENV = "MEMORY_CORE_CONTEXT_ID"  # the space when no --space, --route, --context-id
 
 
 def _common() -> argparse.ArgumentParser:
@@ -68,7 +73,7 @@ def _common() -> argparse.ArgumentParser:
     p.add_argument("--store", metavar="DIR",
                    help=f"the store directory, or a postgresql:// URI (default: ${STORE_ENV})")
     p.add_argument("--url", metavar="URL", help="a running service (memory-core serve) instead "
-                   "of --store")
+                   f"of --store (default ${URL_ENV} when ${STORE_ENV} is not set)")
     p.add_argument("--api-key", metavar="KEY", help="with --url: the bearer key (default "
                    "$MEMORY_CORE_API_KEY)")
     p.add_argument("--json", action="store_true",
@@ -83,8 +88,12 @@ def _selection() -> argparse.ArgumentParser:
     target = p.add_mutually_exclusive_group()
     target.add_argument("--space", dest="space_id", metavar="ID", help="read this space")
     target.add_argument("--route", choices=ROUTES, help="let the router pick the spaces")
-    p.add_argument("--limit", type=int, help=f"results, 1-{ENGINE.max_limit} (default "
-                   f"{ENGINE.default_limit})")
+    target.add_argument("--context-id", metavar="ID", help="the agent-memory API's call on "
+                        "this space (its /query, /context or session context; --json prints "
+                        f"its body; default ${CONTEXT_ENV})")
+    p.add_argument("--limit", type=int, help=f"results, at least 1 (default "
+                   f"{ENGINE.default_limit}; above {ENGINE.max_limit}: capped there, with a "
+                   "notice on stderr)")
     p.add_argument("--mode", dest="modes", action="append", choices=MODE_CHOICES,
                    metavar="|".join(MODE_CHOICES),
                    help="scoring (accurate: cross-encoder rerank; fast: no model, positional "
@@ -94,7 +103,8 @@ def _selection() -> argparse.ArgumentParser:
                    help="hybrid (every channel, fused) or one channel alone")
     p.add_argument("--include", type=_include, metavar="facts,passages",
                    help="what to return: facts (observations), passages (the written "
-                   "memories), or both (facts,passages; the default)")
+                   "memories), or both (facts,passages; the default); documents: document "
+                   "pieces only")
     p.add_argument("--include-duplicates", action="store_true", default=None,
                    help="keep the results dedup would cut")
     p.add_argument("--min-score", type=float, metavar="X", help="drop results scored below X")
@@ -170,6 +180,8 @@ def build_parser() -> argparse.ArgumentParser:
     target = write.add_mutually_exclusive_group()
     target.add_argument("--space", dest="space_id", metavar="ID", help="write into this space")
     target.add_argument("--route", choices=ROUTES, help="file it into the best-fitting space")
+    target.add_argument("--context-id", metavar="ID", help="the agent-memory API's name of "
+                        f"--space (default ${CONTEXT_ENV})")
     write.add_argument("--timestamp", metavar="INSTANT", help="when it was said (default now)")
     write.add_argument("--tags", type=_csv, metavar="a,b")
     write.add_argument("--user-id", metavar="ID")
@@ -186,6 +198,34 @@ def build_parser() -> argparse.ArgumentParser:
     write.add_argument("--description", metavar="TEXT",
                        help="with --create-space: the new space's description")
 
+    entities = sub.add_parser("entities", parents=[common], allow_abbrev=False,
+                              help="a space's entities with mention counts, or one entity's "
+                              "neighbourhood (NAME)")
+    entities.add_argument("name", nargs="?", metavar="NAME",
+                          help="an entity: its memories and the entities mentioned with it")
+    target = entities.add_mutually_exclusive_group()
+    target.add_argument("--space", dest="space_id", metavar="ID", help="the space")
+    target.add_argument("--context-id", metavar="ID", help=f"the same (default ${CONTEXT_ENV})")
+    entities.add_argument("--limit", type=int, help="entities listed (default 50, 1-1000)")
+    entities.add_argument("--contains", metavar="TEXT", help="list entities whose name holds "
+                          "TEXT")
+    entities.add_argument("--memories", type=int, metavar="N",
+                          help="with NAME: its newest N memories (default 20, 1-200)")
+    entities.add_argument("--related", type=int, metavar="N",
+                          help="with NAME: the N entities most mentioned with it (default 20)")
+    for flag, dest in (("--user-id", "user_id"), ("--agent-id", "agent_id"),
+                       ("--session-id", "session_id")):
+        entities.add_argument(flag, dest=dest, metavar="ID", help="count only memories of it")
+    entities.add_argument("--tags", type=_csv, metavar="a,b", help="flat tag filter")
+    entities.add_argument("--tags-match", choices=[m.value for m in Match])
+    entities.add_argument("--lens", type=_csv, action="append", metavar="PATH[,PATH]")
+    entities.add_argument("--as-of", "--at-instant", dest="as_of", metavar="INSTANT")
+    entities.add_argument("--occurred-after", "--valid-from", dest="occurred_after",
+                          metavar="INSTANT")
+    entities.add_argument("--occurred-before", "--valid-until", dest="occurred_before",
+                          metavar="INSTANT")
+    entities.add_argument("--principal", metavar="WHO", help="act as this principal")
+
     receipt = sub.add_parser("receipt", parents=[common], allow_abbrev=False,
                              help="print a stored receipt / trace as JSON")
     receipt.add_argument("trace_id", metavar="ID", nargs="?", help="a trace_id or receipt_id")
@@ -193,6 +233,15 @@ def build_parser() -> argparse.ArgumentParser:
     for sub_parser in sub.choices.values():
         sub_parser.set_defaults(command_parser=sub_parser)
     return parser
+
+
+def _cap_limit(args: argparse.Namespace) -> None:
+    """The agent-memory seed's rule for ``k``: a ``--limit`` above ``max_limit`` is capped
+    there, with a notice on stderr (not refused); below 1 the engine refuses it."""
+    limit = getattr(args, "limit", None)
+    if limit is not None and limit > ENGINE.max_limit:
+        print(f"notice: --limit {limit} is capped at {ENGINE.max_limit}", file=sys.stderr)
+        args.limit = ENGINE.max_limit
 
 
 def split_modes(modes: Sequence[str] | None) -> dict[str, str]:
@@ -218,6 +267,7 @@ def check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Non
         return
     if args.store is None and args.url is None:
         args.store = os.environ.get(STORE_ENV) or None
+        args.url = None if args.store is not None else os.environ.get(URL_ENV) or None
     if args.store is not None and args.url is not None:
         parser.error("give exactly one of --store DIR and --url URL")
     if args.api_key is not None and args.url is None:
@@ -225,14 +275,22 @@ def check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Non
     missing = [] if args.store is not None or args.url is not None else [
         f"--store (or ${STORE_ENV}) or --url"]
     positional = {"recall": "query", "context": "query", "session-context": "query",
-                  "write": "content", "receipt": "trace_id"}[args.command]
-    if getattr(args, positional) is None:
+                  "write": "content", "receipt": "trace_id"}.get(args.command)
+    if positional is not None and getattr(args, positional) is None:
         missing.append(positional)
     if missing:
         parser.error(f"the following arguments are required: {', '.join(missing)}")
-    if args.command in ("recall", "context", "session-context", "write") and (
-            args.space_id is None and args.route is None):
-        parser.error("one of the arguments --space --route is required")
+    targets = args.command in ("recall", "context", "session-context", "write", "entities")
+    route = getattr(args, "route", None)
+    if targets and args.space_id is None and route is None and args.context_id is None:
+        args.context_id = os.environ.get(CONTEXT_ENV) or None
+    if targets and args.space_id is None and route is None and args.context_id is None:
+        routed = "" if args.command == "entities" else " --route"
+        parser.error(f"one of the arguments --space{routed} --context-id (or ${CONTEXT_ENV}) "
+                     "is required")
+    if targets and args.context_id is not None:  # the agent-memory API's name of the space
+        args.space_id = args.context_id
+    _cap_limit(args)
     if args.command == "session-context":
         if args.route is not None:
             parser.error("session-context is addressed only: give --space, not --route")
@@ -246,6 +304,11 @@ def check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Non
             parser.error(f"--mode: at most one {family} mode, got {', '.join(given)}")
     if any(m in {r.value for r in Retrieval} for m in modes) and args.channels is not None:
         parser.error("--mode with a retrieval mode and --channels: give one of the two")
+    if args.command == "entities" and args.name is None and (
+            args.memories is not None or args.related is not None):
+        parser.error("--memories and --related apply to one entity: give its NAME")
+    if args.command == "entities" and args.name is not None and args.contains is not None:
+        parser.error("--contains filters the listing: give it without NAME")
     if args.command != "write":
         return
     if args.create_space and args.url is not None:

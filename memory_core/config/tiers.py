@@ -33,9 +33,10 @@ class CacheSpec:
 @dataclass(frozen=True)
 class EscalateSpec:
     """Escalation (tier ``escalated``): when the hybrid tier is *thin* (fewer than
-    ``min_candidates`` fused candidates) or *unconfident* (the best dense cosine of the query
-    to an eligible memory under ``min_top_cosine``), the query is rewritten without an LLM and
-    searched again with every pool ``widen`` times deeper:
+    ``min_candidates`` fused candidates while the request may see more memories than that: a
+    pool holding every eligible memory cannot be widened) or *unconfident* (the best dense
+    cosine of the query to an eligible memory under ``min_top_cosine``), the query is
+    rewritten without an LLM and searched again with every pool ``widen`` times deeper:
 
     - pseudo-relevance feedback (RM3-style): the ``prf_terms`` best terms of the top
       ``prf_docs`` hits, weighted ``w(t) = sum_d score(d) * tf(t, d) / |d|`` with
@@ -49,9 +50,15 @@ class EscalateSpec:
     with ``rerank`` the escalated list is scored by the cross-encoder when the engine has one,
     whatever the mode (a failure then falls back to position scores, recorded). The receipt
     records why it escalated and what changed.
+
+    On by default since issue 54, as the agent-memory seed describes tier 4 ("when tier 3 is
+    thin or unconfident, tier 4 rewrites the query, widens the candidate pool and re-ranks"):
+    measured on and off, paired (``python -m benchmarks.escalation RUN``), it changes no
+    metric on LoCoMo (2 of 1,982 questions escalate) or a 50-question LongMemEval S subset (1
+    of 48), at a latency ratio of 1.00 (docs/recorded_figures.md, "Tier 4 on by default").
     """
 
-    enabled: bool = False
+    enabled: bool = True
     min_candidates: int = 5
     min_top_cosine: float = 0.35
     prf_docs: int = 5
@@ -80,7 +87,16 @@ class ContextHitsSpec:
     ``context_entity_cards`` entity cards (0: the seed's context hits are the neighbours;
     measured: turn neighbours hold gold evidence the results miss for 9.3% of LoCoMo
     questions, entity cards for 2.0%, README "Tiered recall"); plain ``retrieve`` does not, so
-    its ranked hits stay as they were."""
+    its ranked hits stay as they were.
+
+    Sections (issue 54): a hit whose write named its heading (``metadata.section``,
+    :mod:`memory_core.results.families`) brings up to ``section_rows`` other pieces of the same
+    section (same document and heading, nearest first) instead of its ``section_window``
+    neighbours. The agent-memory seed's calls (:meth:`MemoryEngine.recall`, the
+    ``/api/v1/{context_id}`` routes): "expansion is on by default for the deployment", so
+    ``/query`` returns the section rows of its top hits beside them unless the request sends
+    ``contextHits`` (``expand_sections``), and ``/context`` folds the section rows into the
+    block under their hit, within ``context_max_tokens`` (``fold_sections``)."""
 
     turn_window: int = 1
     section_window: int = 1
@@ -91,6 +107,9 @@ class ContextHitsSpec:
     recent_turns: int = 5
     on_for_context: bool = True
     context_entity_cards: int = 0
+    section_rows: int = 8
+    expand_sections: bool = True
+    fold_sections: bool = True
 
 
 @dataclass(frozen=True)

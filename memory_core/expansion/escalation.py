@@ -8,7 +8,7 @@ pipeline runs; :func:`merge` returns the merged list with its :class:`Escalation
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,15 +22,23 @@ from memory_core.types import Candidate, RetrieveRequest, frozen_map
 
 
 def triggers(spec: EngineSpec, pooled: Sequence[Candidate],
-             channels: Mapping[str, ChannelCounts]) -> list[str]:
+             channels: Mapping[str, ChannelCounts],
+             eligible: Callable[[], int] | None = None) -> list[str]:
     """Why the hybrid tier is not enough: ``thin`` when fewer than ``min_candidates``
-    candidates were fused, ``unconfident`` when the best dense cosine of any searched space is
-    under ``min_top_cosine`` (no dense list: not judged). Empty when ``escalate`` is off."""
+    candidates were fused while the searched spaces hold more eligible memories than that
+    (``eligible``, counted only then: a pool that already holds every memory the request may
+    see is as wide as it can get, and rewriting a search over three memories only reshuffles
+    them), ``unconfident`` when the best dense cosine of any searched space is under
+    ``min_top_cosine`` (no dense list: not judged). Empty when ``escalate`` is off.
+
+    With the dense channel on, a pool is thin only where the filter leaves fewer memories
+    than ``min_candidates`` (it lists every eligible memory up to its pool), so ``thin``
+    fires on the reads that skip it (``channels`` ``bm25`` or ``graph``) and match few."""
     esc = spec.escalate
     if not esc.enabled:
         return []
     why = []
-    if len(pooled) < esc.min_candidates:
+    if len(pooled) < esc.min_candidates and (eligible is None or eligible() > len(pooled)):
         why.append("thin")
     cosines = [c.top_cosine for c in channels.values() if c.top_cosine is not None]
     if cosines and max(cosines) < esc.min_top_cosine:

@@ -32,7 +32,7 @@ from memory_core.filters.scope import lens_filter, memory_type_filter, scope_onl
 from memory_core.filters.tag_groups import compile_groups, tags_sql
 from memory_core.store import SqlFilter, StoreBackend
 from memory_core.times import format_instant
-from memory_core.types import RetrieveRequest
+from memory_core.types import Include, MemoryType, RetrieveRequest
 from memory_core.types.tags import Resolve, leaves
 
 EVENT_START = "COALESCE(m.occurred_start, m.timestamp)"
@@ -51,6 +51,16 @@ def event_overlap(after: datetime | None, before: datetime | None) -> SqlFilter:
         clauses.append(f"{EVENT_START} <= ?")
         params.append(format_instant(before))
     return SqlFilter(" AND ".join(clauses), tuple(params)) if clauses else SqlFilter()
+
+
+def documents_filter(include: Include) -> SqlFilter:
+    """``include="documents"``: the pieces of written documents only (facts with a
+    ``document_id``); no condition otherwise (the other ``include`` values are a cut after
+    fusion, :func:`memory_core.results.cuts.cut_include`)."""
+    if include is not Include.DOCUMENTS:
+        return SqlFilter()
+    return SqlFilter("m.memory_type = ? AND m.document_id IS NOT NULL",
+                     (MemoryType.FACT.value,))
 
 
 def as_of_filter(as_of: datetime | None) -> SqlFilter:
@@ -95,7 +105,7 @@ def compile_filter(request: RetrieveRequest, store: StoreBackend, space_id: str,
     ``trace``, when given, receives what fuzzy resolution added per named tag.
     """
     visible = scope_only_filter(request).and_(lens_filter(request.lens))
-    flt = visible.and_(memory_type_filter(request))
+    flt = visible.and_(memory_type_filter(request)).and_(documents_filter(request.include))
     if request.tags:
         flt = flt.and_(tags_sql(request.tags, request.tags_match, store.dialect))
     if request.tag_groups:

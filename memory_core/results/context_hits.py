@@ -5,7 +5,10 @@ For each of the top ``max_hits_from`` results (``ContextHitsSpec``), three famil
 - ``turn``: the ``turn_window`` turns before and after it in the same session (memories with
   its ``session_id``, ordered by timestamp then write order), e.g. the question a hit answers;
 - ``section``: its ``section_window`` nearest siblings of the same passage (the pieces of one
-  split write) or, when it has no shared passage, of the same ``document_id``;
+  split write) or, when it has no shared passage, of the same ``document_id``; a document
+  piece whose write named its heading (``metadata.section``) brings instead up to
+  ``section_rows`` other pieces of its own section (same document, same heading), nearest
+  first;
 - ``entity``: a fact card for each of its ``entity_cards`` rarest non-hub entities: up to
   ``card_facts`` other memories naming the entity (observations first, then the latest).
 
@@ -22,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from memory_core.config import ContextHitsSpec
+from memory_core.results.families import SECTION_KEY, heading_of
 from memory_core.trace import ContextHitsTrace
 from memory_core.store import SqlFilter, StoreBackend, entity_key, memory_id_of, rowid_of
 from memory_core.types import ContextHit, Memory, MemoryType, Result
@@ -68,9 +72,13 @@ def gather_context_hits(store: StoreBackend, results: Sequence[Result],
                 if memory_id_of(row) not in shown and row in found:
                     push(_hit("turn", r, found[row], offset=offset))
         if spec.section_window > 0 and m.memory_type is MemoryType.FACT:
-            sib = store.section_siblings(m.space_id, m.rowid, _shared_passage(store, m),
-                                         m.document_id, flt, spec.section_window)
-            found = store.get_memories(sib)
+            heading = _named_heading(m)
+            if heading is not None and spec.section_rows > 0:
+                sib, found = _same_section(store, m, heading, flt, spec.section_rows)
+            else:
+                sib = store.section_siblings(m.space_id, m.rowid, _shared_passage(store, m),
+                                             m.document_id, flt, spec.section_window)
+                found = store.get_memories(sib)
             for row in sib:
                 if memory_id_of(row) not in shown and row in found:
                     push(_hit("section", r, found[row]))
@@ -79,6 +87,27 @@ def gather_context_hits(store: StoreBackend, results: Sequence[Result],
                 push(card)
     return rows, ContextHitsTrace(counts["turn"], counts["section"], counts["entity"], len(rows),
                                   truncated, tuple(r.memory_id for r in top))
+
+
+def _named_heading(m: Memory) -> str | None:
+    """The heading a document piece's write named (``metadata.section``), else None (a
+    Markdown heading read from the text names the piece's family, not a section to gather)."""
+    if m.document_id is None:
+        return None
+    named = m.metadata.get(SECTION_KEY)
+    return heading_of(m.metadata, "") if isinstance(named, str) else None
+
+
+def _same_section(store: StoreBackend, m: Memory, heading: str, flt: SqlFilter, rows: int
+                  ) -> tuple[list[int], dict[int, Memory]]:
+    """Up to ``rows`` eligible pieces of ``m``'s section (its document, the same named
+    heading), nearest by write order first, returned in write order. A section's pieces are
+    written together, so ``rows`` on each side hold them all when there are that many."""
+    near = store.section_siblings(m.space_id, m.rowid, None, m.document_id, flt, rows)
+    found = store.get_memories(near)
+    same = [row for row in near if row in found and _named_heading(found[row]) == heading]
+    same = sorted(sorted(same, key=lambda row: (abs(row - m.rowid), row))[:rows])
+    return same, found
 
 
 def _shared_passage(store: StoreBackend, m: Memory) -> int | None:

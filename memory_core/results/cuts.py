@@ -24,8 +24,10 @@ from memory_core.types import (Candidate, Drop, DropReason, Include, MemoryType,
 def cut_include(store: StoreBackend, ranked: Ranked, include: Include) -> Ranked:
     """``include``: keep one family (facts = observations, passages = written memories); the
     other family's candidates are ``include`` drops. Runs after fusion, dedup and
-    ``prefer_observations`` (retrieval considered every memory) and before scoring."""
-    if include is Include.BOTH or not ranked.candidates:
+    ``prefer_observations`` (retrieval considered every memory) and before scoring.
+    ``documents`` is compiled into the search as a filter (no other memory was a candidate),
+    so nothing is cut here."""
+    if include in (Include.BOTH, Include.DOCUMENTS) or not ranked.candidates:
         return ranked
     mems = store.get_memories(r for c in ranked.candidates
                               if (r := rowid_of(c.memory_id)) is not None)

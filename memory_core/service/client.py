@@ -2,7 +2,8 @@
 
 :class:`RemoteEngine` has the methods ``memory-core recall/context/write/receipt`` call on a
 :class:`~memory_core.engine.MemoryEngine` (``retrieve``, ``retrieve_context``, ``write``,
-``get_memory``, ``get_receipt``), so one command works against a local store or a service.
+``get_memory``, ``get_receipt``, ``entities``, ``entity``), so one command works against a
+local store or a service; ``agent`` sends ``--context-id`` calls to the agent-memory API.
 A refusal comes back as :class:`RemoteError`, a :class:`MemoryCoreError` carrying the
 service's status, code and reason.
 
@@ -21,6 +22,7 @@ import httpx
 
 from memory_core.errors import ErrorCode, MemoryCoreError
 from memory_core.service.errors import STATUS, ServiceCode
+from memory_core.service import wire
 from memory_core.service.models import MemoryBody
 from memory_core.receipts import Receipt
 from memory_core.types import (ContextHit, Result, RetrieveResponse, SearchedEntry, Tier,
@@ -90,6 +92,10 @@ class RemoteEngine:
             resp = self._http.request(method, path, json=body)
         except httpx.HTTPError as exc:
             raise unreachable(self.url, exc) from exc
+        return self._answer(resp)
+
+    def _answer(self, resp: httpx.Response) -> Any:
+        """The JSON body of ``resp``; a status of 400 or more is :class:`RemoteError`."""
         try:
             payload = resp.json()
         except ValueError:
@@ -118,6 +124,44 @@ class RemoteEngine:
     def get_memory(self, memory_id: str) -> RemoteMemory:
         body = self._call("GET", f"/v1/memories/{quote(memory_id, safe='')}")
         return RemoteMemory.model_validate(body)
+
+    def agent(self, kind: str, fields: Mapping[str, Any]) -> dict[str, Any]:
+        """The agent-memory API's call ``kind`` (``query``, ``context``, ``session``) on the
+        space ``fields["space_id"]`` (the context id), the other engine fields sent under
+        their wire names (:func:`memory_core.service.wire.wire_names`: ``limit`` is ``k``);
+        returns its JSON body."""
+        rest = dict(fields)
+        space = quote(str(rest.pop("space_id")), safe="")
+        path = {"query": "/query", "context": "/context"}.get(kind)
+        if path is None:
+            path = f"/sessions/{quote(str(rest.pop('session_id')), safe='')}/context"
+        names = wire.wire_names()
+        body = {names.get(k, wire.to_camel(k)): v for k, v in rest.items()}
+        return self._call("POST", f"/api/v1/{space}{path}", body)
+
+    def entities(self, space_id: str, principal: str | None = None, **params: Any
+                 ) -> dict[str, Any]:
+        """``GET /v1/spaces/{space_id}/entities`` (the key decides the principal)."""
+        return self._get_graph(f"/v1/spaces/{quote(space_id, safe='')}/entities", params)
+
+    def entity(self, space_id: str, name: str, principal: str | None = None, **params: Any
+               ) -> dict[str, Any]:
+        """``GET /v1/spaces/{space_id}/entities/{name}``."""
+        return self._get_graph(f"/v1/spaces/{quote(space_id, safe='')}/entities/"
+                               f"{quote(name, safe='')}", params)
+
+    def _get_graph(self, path: str, params: Mapping[str, Any]) -> dict[str, Any]:
+        query: list[tuple[str, Any]] = []
+        for k, v in params.items():  # a list is the parameter repeated; a lens clause a,b
+            if isinstance(v, list):
+                query += [(k, ",".join(i) if isinstance(i, list) else i) for i in v]
+            elif v is not None:
+                query.append((k, v))
+        try:
+            resp = self._http.request("GET", path, params=query)
+        except httpx.HTTPError as exc:
+            raise unreachable(self.url, exc) from exc
+        return self._answer(resp)
 
     def get_receipt(self, receipt_id: str) -> Receipt:
         return Receipt.from_dict(self._call("GET", f"/v1/receipts/{quote(receipt_id, safe='')}"))

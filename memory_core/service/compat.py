@@ -1,8 +1,9 @@
 """The second seed's session route in engine terms.
 
 ``session_context``: ``/sessions/{session_id}/context`` ("recall for the session's scope and
-its recent turns") is :meth:`MemoryEngine.session_context`; the route's body carries the space
-(the path's ``context_id``) and the query beside the other request fields.
+its recent turns") is :meth:`MemoryEngine.recall_session` (:meth:`MemoryEngine.session_context`
+with the section rows folded into the block); the route's body carries the space (the path's
+``context_id``) and the query beside the other request fields.
 """
 
 from __future__ import annotations
@@ -20,4 +21,4 @@ def session_context(engine: MemoryEngine, body: Mapping[str, Any], session_id: s
     rest = dict(body)
     space_id = rest.pop("space_id", None)
     query = rest.pop("query", None)
-    return engine.session_context(space_id, session_id, query, rest)
+    return engine.recall_session(space_id, session_id, query, rest)

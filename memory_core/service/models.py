@@ -31,6 +31,7 @@ from pydantic import BaseModel, Field, create_model
 from memory_core.config import EngineSpec
 from memory_core.access import ROLES
 from memory_core.service.request_models import field_types, request_models
+from memory_core.results.families import FAMILIES
 from memory_core.service.wire import to_camel
 from memory_core.types import Memory, Mode, Result, Tier
 
@@ -68,8 +69,16 @@ class SpaceList(BaseModel):
     spaces: list[SpaceOut]
 
 
+class CollapsedItem(BaseModel):
+    index: int
+    memory_id: str
+
+
 class MemoryIds(BaseModel):
     memory_ids: list[str]
+    collapsed: list[CollapsedItem] | None = Field(
+        None, description="items that were byte-identical document uploads, answered with "
+        "the stored upload's id (present only when any)")
 
 
 class MemoryId(BaseModel):
@@ -95,7 +104,28 @@ def _dataclass_model(name: str, cls: type, rename: Any = None, drop: tuple[str, 
 
 
 ResultBody = _dataclass_model("ResultBody", Result)
-HitBody = _dataclass_model("HitBody", Result, rename=to_camel)
+
+
+def _hit_model() -> type[BaseModel]:
+    """The agent-memory seed's hit (:func:`memory_core.service.wire.hit`): a result in
+    camelCase, ``source`` its family, ``passage`` the original passage, ``occurredAt`` (only
+    when the row's time is known) after ``occurredEnd``."""
+    fields: dict[str, Any] = {}
+    for name, spec in _dataclass_model("_Hit", Result, rename=to_camel).model_fields.items():
+        if name == "source":
+            fields["source"] = (Family, Field(..., description="the hit's family"))
+            fields["passage"] = (str | None, Field(..., description="the original passage "
+                                                   "(includeSource)"))
+            continue
+        fields[name] = (spec.annotation, Field(...))
+        if name == "occurredEnd":
+            fields["occurredAt"] = (str | None, Field(None, description="the row's known "
+                                                      "time; absent when unknown"))
+    return create_model("HitBody", **fields)  # type: ignore[call-overload]
+
+
+Family: Any = Literal[FAMILIES]  # type: ignore[valid-type]
+HitBody = _hit_model()
 # a stored memory on the wire: every field of Memory but the store's own bookkeeping
 MEMORY_INTERNAL = ("rowid", "content_hash", "passage_id", "timestamp_sent")
 MEMORY_FIELDS = tuple(f.name for f in dataclasses.fields(Memory) if f.name not in MEMORY_INTERNAL)
@@ -112,7 +142,7 @@ class SearchedBody(BaseModel):
 
 
 class ContextHitBody(BaseModel):
-    family: str
+    family: Literal["turn", "section", "entity"]
     related_to: str
     space_id: str
     content: str
@@ -186,12 +216,28 @@ class TraceRef(BaseModel):
     traceId: str | None  # noqa: N815 (the seed's wire name)
 
 
+class AgentContextHit(BaseModel):
+    """A ``contextHits`` row: :class:`ContextHitBody` in camelCase, its family under
+    ``source``."""
+
+    source: Literal["turn", "section", "entity"]
+    relatedTo: str  # noqa: N815
+    spaceId: str  # noqa: N815
+    content: str
+    memoryId: str | None  # noqa: N815
+    memoryIds: list[str]  # noqa: N815
+    entity: str | None
+    offset: int | None
+    timestamp: str | None
+    sessionId: str | None  # noqa: N815
+
+
 class AgentQueryResponse(BaseModel):
     """``{"tier", "hits", "contextHits"?, "queryMs", "trace": {"traceId"}}``."""
 
     tier: Tier
     hits: list[HitBody]  # type: ignore[valid-type]
-    contextHits: list[dict[str, Any]] | None = None  # noqa: N815
+    contextHits: list[AgentContextHit] | None = None  # noqa: N815
     queryMs: float  # noqa: N815
     trace: TraceRef
 
@@ -209,6 +255,41 @@ class TraceBody(BaseModel):
     dropped: list[dict[str, Any]]
     searched: list[dict[str, Any]] | None
     stages: dict[str, Any]
+
+
+class EntityCountBody(BaseModel):
+    name: str
+    key: str
+    mentions: int
+
+
+class EntityListBody(BaseModel):
+    """``GET /v1/spaces/{space_id}/entities``: most mentioned first; ``total`` counts every
+    entity the visible memories mention (``contains`` applied)."""
+
+    space_id: str
+    total: int
+    entities: list[EntityCountBody]
+
+
+class EntityEdgeBody(BaseModel):
+    source: str
+    target: str
+    weight: int
+
+
+class EntityBody(BaseModel):
+    """``GET /v1/spaces/{space_id}/entities/{name}``: its visible memories (newest first),
+    the entities mentioned with it (``mentions``: memories naming both) and the edges of
+    that neighbourhood (keys; ``weight``: its memories naming both ends)."""
+
+    space_id: str
+    name: str
+    key: str
+    mentions: int
+    memories: list[MemoryBody]  # type: ignore[valid-type]
+    related: list[EntityCountBody]
+    edges: list[EntityEdgeBody]
 
 
 class ErrorBody(BaseModel):

@@ -365,7 +365,7 @@ def request_models(spec: EngineSpec = EngineSpec(), modes: Collection[Mode] = tu
                                 "body without sessionId (the path names the session).",
                                 ("session_id",))
     agent_documents = agent_model("AgentDocumentsBody", "documents/query: the query body "
-                                  "without include (the route returns passages).",
+                                  "without include (the route returns document pieces only).",
                                   ("include",))
 
     item = _model("WriteItem", writes, "One memory to write (MemoryEngine.write_many's item). "

@@ -6,7 +6,7 @@ POST      /api/v1/{context_id}/query                ranked hits: ``tier``, ``hit
                                                     ``contextHits``?, ``queryMs``, ``trace``
 POST      /api/v1/{context_id}/context              the block, ``tokenEstimate`` and hits
 POST      /api/v1/{context_id}/sessions/{sid}/context   the block for a session in progress
-POST      /api/v1/{context_id}/documents/query      hits among passages (``include`` fixed)
+POST      /api/v1/{context_id}/documents/query      hits among document pieces only
 GET       /api/v1/{context_id}/traces/{traceId}     the caller's own trace of that space
 POST      /api/v1/{context_id}/chat                 501: no response model is configured
 ========  ========================================  ======================================
@@ -51,16 +51,19 @@ def router(svc: Service, principal: Callable[..., Any]) -> APIRouter:
     @api.post("/query", response_model=None, openapi_extra=body_spec(models.AgentQueryBody),
               responses={200: {"model": models.AgentQueryResponse}, **errors(404, 413)})
     async def query(context_id: str, request: Request, p: str = who) -> JSONResponse:
-        """Ranked hits for a question in space ``context_id`` (k default 10, capped at 50)."""
+        """Ranked hits for a question in space ``context_id`` (k default 10, capped at 50);
+        the section rows of the top hits beside them unless ``contextHits`` is sent
+        (``MemoryEngine.recall``)."""
         body = await request_body(request, context_id, p)
-        return JSONResponse(wire.query_response(await call(eng.retrieve, body)))
+        return JSONResponse(wire.query_response(await call(eng.recall, body)))
 
     @api.post("/context", response_model=None, openapi_extra=body_spec(models.AgentQueryBody),
               responses={200: {"model": models.AgentContextResponse}, **errors(404, 413)})
     async def context(context_id: str, request: Request, p: str = who) -> JSONResponse:
-        """The prompt-ready block (``get_context``) with its hits and trace."""
+        """The prompt-ready block with its hits and trace; section rows folded under their
+        hit (``MemoryEngine.recall_context``)."""
         body = await request_body(request, context_id, p)
-        return JSONResponse(wire.context_response(await call(eng.retrieve_context, body)))
+        return JSONResponse(wire.context_response(await call(eng.recall_context, body)))
 
     @api.post("/sessions/{session_id}/context", response_model=None,
               openapi_extra=body_spec(models.AgentSessionBody),
@@ -78,11 +81,12 @@ def router(svc: Service, principal: Callable[..., Any]) -> APIRouter:
               openapi_extra=body_spec(models.AgentDocumentsBody),
               responses={200: {"model": models.AgentQueryResponse}, **errors(404, 413)})
     async def documents(context_id: str, request: Request, p: str = who) -> JSONResponse:
-        """Hits among passages (the written memories: turns, notes, document chunks); no
-        distilled observations. ``include`` is fixed by the route (422 in the body)."""
+        """Hits among the pieces of written documents only (memories with a ``documentId``;
+        no conversation turn, no observation), section rows beside them as on ``/query``.
+        ``include`` is fixed by the route (422 in the body)."""
         body = await request_body(request, context_id, p,
-                                  fixed={"include": Include.PASSAGES.value})
-        return JSONResponse(wire.query_response(await call(eng.retrieve, body)))
+                                  fixed={"include": Include.DOCUMENTS.value})
+        return JSONResponse(wire.query_response(await call(eng.recall, body)))
 
     @api.get("/traces/{trace_id}", response_model=None,
              responses={200: {"model": models.TraceBody}, **errors(404)})

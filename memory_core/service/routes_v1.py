@@ -7,10 +7,13 @@ GET      /v1/receipts/{receipt_id}            ``get_receipt`` (the caller's own 
 GET      /v1/spaces                           the spaces the caller holds a role in
 POST     /v1/spaces                           ``create_space`` -> 201
 GET      /v1/spaces/{space_id}                one space (404 without a role in it)
-POST     /v1/spaces/{space_id}/memories       ``write_many`` ``{"items"}`` -> 201 ``{"memory_ids"}``
+POST     /v1/spaces/{space_id}/memories       ``write_batch`` ``{"items"}`` -> 201 ``{"memory_ids",
+                                              "collapsed"?}``
 POST     /v1/spaces/{space_id}/observations   ``observe`` -> 201 ``{"memory_id", "space_id"}``
 POST     /v1/memories                         ``write`` (``route="auto"`` or ``space_id``) -> 201
 GET      /v1/memories/{memory_id}             ``get_memory`` (404 without a role in its space)
+GET      /v1/spaces/{space_id}/entities[/{name}]   the entity graph (:mod:`.routes_graph`)
+POST     /v1/reason                           501 ``no_response_model``
 =======  ===================================  ==============================================
 """
 
@@ -24,9 +27,10 @@ from fastapi.responses import JSONResponse
 
 from memory_core.write import WRITE_FIELDS
 from memory_core.errors import invalid
-from memory_core.service import models
+from memory_core.service import models, routes_graph
+from memory_core.service.bodies import memory_body
 from memory_core.service.shared import Service, body_spec, errors, with_principal
-from memory_core.types import Memory, Space
+from memory_core.types import Space
 
 SPACE_FIELDS = ("space_id", "description", "default", "members")
 ROUTED_WRITE_FIELDS = ("route", "space_id", "principal", *WRITE_FIELDS)
@@ -52,14 +56,6 @@ def space_body(space: Space, role: str) -> dict[str, Any]:
             "default": space.default, "created_at": space.created_at, "role": role}
     if role == "owner":
         body["members"] = dict(space.members)
-    return body
-
-
-def memory_body(m: Memory) -> dict[str, Any]:
-    """A stored memory as the wire shows it: ``timestamp`` as the writer sent it (the store
-    keeps a normalised UTC instant beside it for ordering), as the retrieve hits do."""
-    body = models.MemoryBody.model_validate(m, from_attributes=True).model_dump(mode="json")
-    body["timestamp"] = m.timestamp_as_sent
     return body
 
 
@@ -129,13 +125,15 @@ def router(svc: Service, principal: Callable[..., Any]) -> APIRouter:
               openapi_extra=body_spec(models.WriteBody),
               responses={201: {"model": models.MemoryIds}, **errors(403, 404, 413)})
     async def write_many(space_id: str, request: Request, p: str = who) -> JSONResponse:
-        """Write memories in one transaction (all or none); ids in item order."""
+        """Write memories in one transaction (all or none); ids in item order. A
+        byte-identical upload of a document already stored answers the stored id and is
+        listed under ``collapsed`` (``{"index", "memory_id"}``; the key only when any)."""
         body = _fields(await svc.body(request), ("items",), required=("items",))
 
-        def write() -> list[str]:
+        def write() -> dict[str, Any]:
             svc.require_writer(space_id, p)
-            return eng.write_many(space_id, body["items"], principal=p)
-        return JSONResponse({"memory_ids": await svc.gate.run(write)}, status_code=201)
+            return eng.write_batch(space_id, body["items"], principal=p).to_dict()
+        return JSONResponse(await svc.gate.run(write), status_code=201)
 
     @api.post("/spaces/{space_id}/observations", status_code=201, response_model=None,
               openapi_extra=body_spec(models.ObserveBody),
@@ -169,6 +167,8 @@ def router(svc: Service, principal: Callable[..., Any]) -> APIRouter:
             return memory_id, eng.get_memory(memory_id, principal=p).space_id
         memory_id, space_id = await svc.gate.run(write)
         return JSONResponse({"memory_id": memory_id, "space_id": space_id}, status_code=201)
+
+    routes_graph.add_routes(api, svc, who)  # the entity graph and /v1/reason
 
     @api.get("/memories/{memory_id}", response_model=None,
              responses={200: {"model": models.MemoryBody}, **errors(404)})

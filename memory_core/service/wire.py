@@ -23,7 +23,8 @@ from memory_core.config import EngineSpec
 from memory_core.errors import MemoryCoreError, invalid
 from memory_core.request import FIELDS, as_integer
 from memory_core.receipts import Receipt
-from memory_core.types import ContextHit, RetrieveResponse
+from memory_core.results.families import family_of
+from memory_core.types import ContextHit, Result, RetrieveResponse
 
 K_MIN = 1
 # engine fields the agent API sets itself (path, key) or does not offer (routing)
@@ -126,20 +127,51 @@ def renamed(err: MemoryCoreError, path: Mapping[str, str] | None = None) -> Memo
     return out
 
 
-def hit(result: Mapping[str, Any]) -> dict[str, Any]:
-    """One result as a hit: camelCase keys; ``metadata`` keeps the writer's own keys."""
-    return camel_keys(result)
+def occurred_at(result: Result) -> str | None:
+    """A hit's ``occurredAt``, the row's known time: the start of the event its text dates
+    (``occurred_start``), else the ``timestamp`` its writer sent; None when neither is known
+    (a memory written without a timestamp is stamped with its record time, and then its
+    ``timestamp`` equals its ``recorded_at``: that is not a known time of the event)."""
+    if result.occurred_start is not None:
+        return result.occurred_start
+    return result.timestamp if result.timestamp != result.recorded_at else None
+
+
+def hit(result: Result) -> dict[str, Any]:
+    """One result as a hit, in the agent-memory seed's names: camelCase keys (``metadata``
+    keeps the writer's own keys); ``source`` is the hit's family
+    (:func:`memory_core.results.families.family_of`) and ``passage`` the original passage
+    that ``includeSource`` attaches (the first seed's ``source``); ``occurredAt``
+    (:func:`occurred_at`) follows ``occurredEnd`` when the row's time is known."""
+    out: dict[str, Any] = {}
+    for key, value in camel_keys(result.to_dict()).items():
+        if key == "source":
+            out["source"] = family_of(result.memory_type, result.document_id, result.metadata,
+                                      result.content)
+            out["passage"] = value
+            continue
+        out[key] = value
+        if key == "occurredEnd" and (when := occurred_at(result)) is not None:
+            out["occurredAt"] = when
+    return out
+
+
+def context_hit(row: ContextHit) -> dict[str, Any]:
+    """One context row in the agent-memory seed's names: camelCase keys, its family under
+    ``source`` (``turn``, ``section`` or ``entity``; the first seed's ``family``)."""
+    return {("source" if key == "family" else key): value
+            for key, value in camel_keys(row.to_dict()).items()}
 
 
 def context_hits(hits: list[ContextHit] | None) -> list[dict[str, Any]] | None:
     """``contextHits``: None (the key is omitted) when there are none."""
-    return [camel_keys(h.to_dict()) for h in hits] if hits else None
+    return [context_hit(h) for h in hits] if hits else None
 
 
 def query_response(resp: RetrieveResponse) -> dict[str, Any]:
     """``{"tier", "hits", "contextHits"?, "queryMs", "trace": {"traceId"}}``."""
     body: dict[str, Any] = {"tier": resp.tier.value,
-                            "hits": [hit(r.to_dict()) for r in resp.results]}
+                            "hits": [hit(r) for r in resp.results]}
     extra = context_hits(resp.context_hits)
     if extra is not None:
         body["contextHits"] = extra

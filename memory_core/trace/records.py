@@ -264,7 +264,11 @@ class FilterTrace:
 class ContextHitsTrace:
     """The context hits beside the results: how many rows each family gave (``turn``,
     ``section``, ``entity``), the rows kept, those past ``context_hits.max_rows``
-    (``truncated``) and the results they were gathered from."""
+    (``truncated``) and the results they were gathered from. ``expansion`` is ``"sections"``
+    when the rows are the agent-memory seed's default expansion (section rows only, the
+    request named no ``context_hits``); ``folded`` / ``not_folded``: the section rows folded
+    into the block under their hit, and those ``context_max_tokens`` left out of it (they stay
+    among the context hits)."""
 
     turn: int
     section: int
@@ -272,13 +276,24 @@ class ContextHitsTrace:
     rows: int
     truncated: int
     from_results: tuple[str, ...]
+    expansion: str | None = None
+    folded: tuple[str, ...] = ()
+    not_folded: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return {"turn": self.turn, "section": self.section, "entity": self.entity,
-                "rows": self.rows, "truncated": self.truncated,
-                "from_results": list(self.from_results)}
+        body: dict[str, Any] = {"turn": self.turn, "section": self.section,
+                                "entity": self.entity, "rows": self.rows,
+                                "truncated": self.truncated,
+                                "from_results": list(self.from_results)}
+        if self.expansion is not None:
+            body["expansion"] = self.expansion
+        if self.folded or self.not_folded:
+            body["folded"] = list(self.folded)
+            body["not_folded"] = list(self.not_folded)
+        return body
 
     @classmethod
     def from_dict(cls, b: Mapping[str, Any]) -> ContextHitsTrace:
         return cls(b["turn"], b["section"], b["entity"], b["rows"], b["truncated"],
-                   tuple(b["from_results"]))
+                   tuple(b["from_results"]), b.get("expansion"), tuple(b.get("folded", ())),
+                   tuple(b.get("not_folded", ())))

@@ -64,11 +64,15 @@ class Retrieval(str, Enum):
 class Include(str, Enum):
     """Request ``include``: which result families are returned (retrieval considers all).
     ``facts`` = distilled statements (observations), ``passages`` = the written memories
-    themselves (turns, notes, document chunks; ``memory_type`` "fact"), ``both`` = all."""
+    themselves (turns, notes, document chunks; ``memory_type`` "fact"), ``both`` = all;
+    ``documents`` = the pieces of written documents only (facts with a ``document_id``: the
+    agent-memory seed's "retrieval limited to uploaded files"), a filter compiled into the
+    search like a scope, so no other memory takes a slot in any channel."""
 
     FACTS = "facts"
     PASSAGES = "passages"
     BOTH = "both"
+    DOCUMENTS = "documents"
 
 
 class ScopeView(str, Enum):

@@ -19,7 +19,8 @@ FLOORS: tuple[frozenset[str], ...] = (
     frozenset({"channels", "fusion", "rerank", "routing", "expansion", "results"}),
     frozenset({"components"}),
     frozenset({"pipeline"}),
-    frozenset({"access", "cache", "request", "reads", "write", "engine_routing", "serve"}),
+    frozenset({"access", "cache", "request", "reads", "write", "engine_routing", "serve",
+               "entity_graph"}),
     frozenset({"engine"}),
     frozenset({"cli", "service", "__init__"}),
 )

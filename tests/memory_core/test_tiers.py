@@ -222,7 +222,9 @@ def test_thin_hybrid_tier_escalates_and_the_receipt_says_why(hash_embedder):
         e.write_many("s", [{"content": "Alice joined Globex as an engineer."},
                            {"content": "Globex has its headquarters in Berlin."},
                            {"content": "The cafeteria serves soup on Fridays."}])
-        resp = e.retrieve(query="where does alice work", space_id="s", receipt=True, **FAST)
+        # keyword search alone lists one of the three memories: a thin pool
+        resp = e.retrieve(query="where does alice work", space_id="s", receipt=True,
+                          channels="bm25", **FAST)
         assert resp.tier is Tier.ESCALATED
         record = e.get_receipt(resp.trace_id).stages["escalation"]
         assert record["triggered_by"] == ["thin"]
@@ -230,6 +232,25 @@ def test_thin_hybrid_tier_escalates_and_the_receipt_says_why(hash_embedder):
         assert record["rewritten_query"].startswith("where does alice work ")
         assert record["scored_by"] == "position" and record["widen"] == 2
         assert set(record["candidates"]) == {"s"}
+
+
+def test_a_pool_that_holds_every_eligible_memory_is_not_thin(hash_embedder):
+    """Fewer than ``min_candidates`` fused, but nothing left to widen to: the dense channel
+    listed every memory the request may see, so the read stays in tier 3 (issue 54)."""
+    esc = EscalateSpec(enabled=True, min_candidates=50, min_top_cosine=0.0)
+    with _engine(hash_embedder, escalate=esc) as e:
+        e.create_space("s")
+        e.write_many("s", [{"content": "Alice joined Globex as an engineer."},
+                           {"content": "Globex has its headquarters in Berlin.",
+                            "user_id": "u2"},
+                           {"content": "The cafeteria serves soup on Fridays."}])
+        assert e.retrieve(query="where does alice work", space_id="s", **FAST
+                          ).tier is Tier.HYBRID
+        scoped = e.retrieve(query="where does alice work", space_id="s", user_id="u2", **FAST)
+        assert scoped.tier is Tier.HYBRID and len(scoped.results) == 1
+        thin = e.retrieve(query="where does alice work", space_id="s", channels="bm25",
+                          **FAST)
+        assert thin.tier is Tier.ESCALATED  # one of three listed: widening can help
 
 
 def test_confident_full_tier_does_not_escalate(hash_embedder):

@@ -43,6 +43,39 @@ def test_write_recall_context_receipt_over_url(service, capsys):
     assert code == 0 and json.loads(out)["kept"][0]["memory_id"] == memory_id
 
 
+def test_the_seeds_recall_example_over_url(service, capsys, monkeypatch):
+    """``agent-memory recall "..." --json --url ... --api-key ... --context-id ... --limit 10``,
+    the agent-memory seed's own example, as ``memory-core recall``: the agent API's /query
+    body comes back; ``--limit 100`` is capped at 50 with a notice; the service, key and space
+    may come from MEMORY_CORE_URL, MEMORY_CORE_API_KEY and MEMORY_CORE_CONTEXT_ID."""
+    with service.client("alice") as c:
+        assert c.post("/v1/spaces/pay/memories", json={"items": [
+            {"content": f"Invoice {i} for the seed example was paid: "
+                        + " ".join(f"item{i}x{j}" for j in range(8))} for i in range(60)]}
+        ).status_code == 201
+    code, out, err = _run(capsys, "recall", "seed example invoice paid", "--json", "--url",
+                          service.url, "--api-key", service.keys["alice"], "--context-id",
+                          "pay", "--limit", "10")
+    body = json.loads(out)
+    assert code == 0 and err == "" and len(body["hits"]) == 10
+    assert {h["source"] for h in body["hits"]} == {"memory_chunk"}
+    assert body["tier"] in ("hybrid", "escalated", "cache") and body["trace"]["traceId"]
+    code, out, err = _run(capsys, "recall", "seed example invoice paid", "--json", "--url",
+                          service.url, "--api-key", service.keys["alice"], "--context-id",
+                          "pay", "--limit", "100")
+    assert code == 0 and "capped at 50" in err and len(json.loads(out)["hits"]) == 50
+    monkeypatch.setenv("MEMORY_CORE_URL", service.url)
+    monkeypatch.setenv("MEMORY_CORE_API_KEY", service.keys["alice"])
+    monkeypatch.setenv("MEMORY_CORE_CONTEXT_ID", "pay")
+    code, out, err = _run(capsys, "recall", "seed example invoice paid", "--json")
+    assert code == 0 and len(json.loads(out)["hits"]) == 10
+    code, out, err = _run(capsys, "context", "seed example invoice paid", "--limit", "1")
+    assert code == 0 and out.startswith("1. Invoice") and "traceId=" in err
+    monkeypatch.setenv("MEMORY_CORE_API_KEY", service.keys["eve"])  # no role in pay
+    code, _, err = _run(capsys, "recall", "seed example")
+    assert code == 1 and err.startswith("error: not_found/space_missing:")
+
+
 def test_refusals_over_url_print_the_service_error(service, capsys):
     code, _, err = _run(capsys, "recall", "--url", service.url, "--api-key",
                         service.keys["bob"], "--space", "carol-notes", "q")

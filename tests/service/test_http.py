@@ -377,7 +377,13 @@ def test_seed_query_body_and_response_shape(service, notes):
         r = c.post("/api/v1/pay/query", json=seed)
     assert r.status_code == 200
     body = r.json()
-    assert list(body) == ["tier", "hits", "queryMs", "trace"]  # contextHits omitted: none
+    # the notes are document pieces: the seed's default expansion returns their section rows
+    assert list(body) == ["tier", "hits", "contextHits", "queryMs", "trace"]
+    assert {row["source"] for row in body["contextHits"]} == {"section"}
+    with service.client("alice") as c:
+        off = c.post("/api/v1/pay/query", json={**seed, "contextHits": False}).json()
+    assert list(off) == ["tier", "hits", "queryMs", "trace"]  # contextHits omitted: none
+    assert [h["memoryId"] for h in off["hits"]] == [h["memoryId"] for h in body["hits"]]
     assert body["tier"] in ("hybrid", "cache", "escalated")
     assert len(body["hits"]) == 5 and set(body["trace"]) == {"traceId"}
     hit = body["hits"][0]
@@ -436,7 +442,7 @@ def test_context_hits_come_back_only_when_there_are_some(service, notes):
                                               "contextHits": True})
     body = r.json()
     assert r.status_code == 200 and body["contextHits"]
-    assert {"family", "relatedTo", "spaceId", "content"} <= set(body["contextHits"][0])
+    assert {"source", "relatedTo", "spaceId", "content"} <= set(body["contextHits"][0])
 
 
 def test_context_session_documents_trace_and_chat(service, notes):

@@ -31,8 +31,14 @@ def test_the_request_model_has_exactly_the_engines_fields_each_typed():
 def test_write_and_result_models_have_exactly_the_engines_fields():
     assert list(models.WriteItem.model_fields) == list(WRITE_FIELDS)
     assert list(models.ResultBody.model_fields) == [f.name for f in dataclasses.fields(Result)]
-    assert list(models.HitBody.model_fields) == [wire.to_camel(f.name)
-                                                 for f in dataclasses.fields(Result)]
+    # the agent-memory seed's hit: the result in camelCase, ``source`` its family, the first
+    # seed's ``source`` (the passage) as ``passage``, and ``occurredAt`` after occurredEnd
+    expected = []
+    for f in dataclasses.fields(Result):
+        expected += {"source": ["source", "passage"],
+                     "occurred_end": ["occurredEnd", "occurredAt"]}.get(
+            f.name, [wire.to_camel(f.name)])
+    assert list(models.HitBody.model_fields) == expected
 
 
 def test_the_memory_model_is_the_stored_memory_less_the_stores_bookkeeping(eng):
@@ -126,7 +132,7 @@ def test_context_hits_key_is_omitted_when_empty():
     full = dataclasses.replace(empty, context_hits=[hit])
     assert "contextHits" not in wire.query_response(empty)
     assert wire.query_response(full)["contextHits"][0] == {
-        "family": "turn", "relatedTo": "mem_1", "spaceId": "a", "content": "hello",
+        "source": "turn", "relatedTo": "mem_1", "spaceId": "a", "content": "hello",
         "memoryId": "mem_2", "memoryIds": [], "entity": None, "offset": -1,
         "timestamp": None, "sessionId": None}
     assert wire.query_response(full)["trace"] == {"traceId": "t"}

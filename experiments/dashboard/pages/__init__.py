@@ -9,7 +9,9 @@ hands it the :class:`~experiments.dashboard.nav.Selection` (run, engine, runs):
 - :mod:`~experiments.dashboard.pages.playground` (``playground``): a live query, fast vs
   accurate side by side, with its receipt or its refusal;
 - :mod:`~experiments.dashboard.pages.compare` (``compare``): two runs, paired tests per group
-  and metric, per-query deltas.
+  and metric, per-query deltas;
+- :mod:`~experiments.dashboard.pages.entities` (``entities``): a space's entity graph, one
+  entity's neighbourhood drawn.
 
 A page only lays things out: its numbers come from the plain modules beside this package
 (:mod:`~experiments.dashboard.receipts`, :mod:`~experiments.dashboard.runpage`,
@@ -22,9 +24,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from experiments.dashboard.nav import Selection
-from experiments.dashboard.pages import compare, playground, query, run
+from experiments.dashboard.pages import compare, entities, playground, query, run
 
 PAGES: dict[str, Callable[[Selection], None]] = {
     "query": query.show, "run": run.show, "playground": playground.show, "compare": compare.show,
+    "entities": entities.show,
 }
 """Each view's page, by its deep-link name (the keys of :data:`experiments.dashboard.nav.VIEWS`)."""

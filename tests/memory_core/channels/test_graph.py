@@ -8,9 +8,11 @@ import pytest
 
 from memory_core import MemoryEngine
 from memory_core.channels import graph
-from memory_core.config import ChannelsSpec, EngineSpec
+from memory_core.config import ChannelsSpec, EngineSpec, EscalateSpec
 from memory_core.store import SqlFilter
 from memory_core.types import Candidate, Channel
+
+NO_ESCALATION = EscalateSpec(enabled=False)
 
 
 @pytest.fixture
@@ -87,7 +89,8 @@ def test_depth_and_pool(linked):
 
 
 def test_graph_channel_in_the_pipeline_reaches_a_memory_no_other_channel_finds(hash_embedder):
-    spec = EngineSpec(channels=ChannelsSpec(dense=False, graph_seeds=1))
+    # the channels alone: tier 4 would widen a pool this thin and find the memory itself
+    spec = EngineSpec(channels=ChannelsSpec(dense=False, graph_seeds=1), escalate=NO_ESCALATION)
     eng = MemoryEngine.open(":memory:", spec=spec, embedder=hash_embedder)
     eng.create_space("s")
     hit, linked, other = eng.write_many("s", [
@@ -99,7 +102,7 @@ def test_graph_channel_in_the_pipeline_reaches_a_memory_no_other_channel_finds(h
     assert [r.memory_id for r in resp.results] == [hit, linked]   # keyword alone finds only `hit`
     receipt = eng.get_receipt(resp.receipt_id)
     assert receipt.stages["channels"]["s"] == {"keyword": 1, "graph": 2, "fused": 2}
-    off = EngineSpec(channels=ChannelsSpec(dense=False, graph=False))
+    off = EngineSpec(channels=ChannelsSpec(dense=False, graph=False), escalate=NO_ESCALATION)
     eng2 = MemoryEngine.open(":memory:", spec=off, embedder=hash_embedder)
     eng2.create_space("s")
     eng2.write_many("s", [{"content": "Kickoff with Priya about the Zanzibar project."},

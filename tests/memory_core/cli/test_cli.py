@@ -146,7 +146,12 @@ def test_description_of_existing_space_is_not_silently_ignored(cli, store, fille
     (["write", "--url", "http://127.0.0.1:1", "--space", "p", "--create-space", "x"],
      "--create-space works on a local --store only"),
     (["recall", "--store", "S", "--space", "p", "--route", "auto", "q"], "not allowed with"),
-    (["recall", "--store", "S", "q"], "one of the arguments --space --route is required"),
+    (["recall", "--store", "S", "q"],
+     "one of the arguments --space --route --context-id (or $MEMORY_CORE_CONTEXT_ID) is required"),
+    (["recall", "--store", "S", "--space", "p", "--context-id", "p", "q"], "not allowed with"),
+    (["entities", "--store", "S", "--space", "p", "--memories", "3"], "give its NAME"),
+    (["entities", "--store", "S", "--space", "p", "Alice", "--contains", "a"], "without NAME"),
+    (["entities", "--store", "S", "--space", "p", "--route", "auto"], "unrecognized"),
     (["recall", "--store", "S", "--space", "p", "q", "--include", "facts,notes"],
      "unknown part(s) notes"),
     (["recall", "--store", "S", "--space", "p", "q", "--channels", "dense"], "invalid choice"),
@@ -302,7 +307,8 @@ def test_context_prints_the_block(cli, store, filled):
     assert code == 0, err
     body = json.loads(out)
     assert body["context"] == "1. The user prefers pnpm over npm."
-    assert body["tier"] == "hybrid" and body["trace_id"].startswith("rcpt_")
+    # tier 4: one shared word is a cosine under escalate.min_top_cosine on the hash embedder
+    assert body["tier"] == "escalated" and body["trace_id"].startswith("rcpt_")
     code, out, err = cli("receipt", "--store", store, body["trace_id"])
     assert code == 0 and json.loads(out)["request"]["context_max_tokens"] == 9
 
@@ -333,15 +339,15 @@ def test_session_context_is_the_conversation_in_progress(cli, store, filled):
 
 
 def test_engine_errors_exit_1(cli, store, filled):
-    code, out, err = cli("recall", "--store", store, "--space", "payments", "q", "--limit", "99")
+    code, out, err = cli("recall", "--store", store, "--space", "payments", "q", "--limit", "0")
     assert code == 1 and out == ""
-    assert err == "error: validation_error/out_of_range: limit must be 1-50, got 99\n"
-    code, out, err = cli("recall", "--store", store, "--space", "payments", "q", "--limit", "99",
+    assert err == "error: validation_error/out_of_range: limit must be 1-50, got 0\n"
+    code, out, err = cli("recall", "--store", store, "--space", "payments", "q", "--limit", "0",
                          "--json")
     assert code == 1 and err == ""
     assert json.loads(out) == {"error": {"status": 422, "code": "validation_error",
                                          "reason": "out_of_range", "field": "limit",
-                                         "message": "limit must be 1-50, got 99"}}
+                                         "message": "limit must be 1-50, got 0"}}
     code, out, err = cli("receipt", "--store", store, "rcpt_nope")
     assert code == 1 and err.startswith("error: not_found/")
 
@@ -386,3 +392,44 @@ def test_all_spaces_failing_is_handled_like_every_other_error(cli, store, filled
     body = json.loads(out)["error"]
     assert (body["status"], body["code"]) == (503, "search_failed")
     assert body["details"] == {"failures": {"payments": "RuntimeError: index is corrupt"}}
+
+
+# -- the agent-memory seed's CLI (issue 54 item 2) ------------------------------------------------
+def test_seed_recall_flags_context_id_limit_cap_and_json(cli, store, filled):
+    """The seed's example ``recall "..." --json --context-id ... --limit 10`` (locally; the
+    ``--url``/``--api-key`` half is tests/service/test_cli_url.py): ``--context-id`` is the
+    agent-memory API's call, and ``--json`` prints its body; ``--limit`` above 50 is capped
+    with a notice, not refused."""
+    code, out, err = cli("recall", "Which package manager?", "--json", "--store", store,
+                         "--context-id", "payments", "--limit", "10")
+    body = json.loads(out)
+    assert code == 0 and err == ""
+    assert list(body)[:2] == ["tier", "hits"] and set(body["trace"]) == {"traceId"}
+    assert {h["memoryId"] for h in body["hits"]} == set(filled)
+    assert {h["source"] for h in body["hits"]} == {"memory_chunk"}
+    code, out, err = cli("recall", "Which package manager?", "--json", "--store", store,
+                         "--context-id", "payments", "--limit", "100")
+    assert code == 0 and err == "notice: --limit 100 is capped at 50\n"
+    assert len(json.loads(out)["hits"]) == 3  # every memory: the cap is not an error
+    code, out, err = cli("context", "pnpm over npm", "--store", store, "--context-id",
+                         "payments", "--limit", "1")
+    assert code == 0 and out.startswith("1. The user prefers pnpm") and "traceId=" in err
+    code, out, _ = cli("recall", "package manager", "--store", store, "--context-id",
+                       "payments", "--limit", "1")
+    assert code == 0 and "memory_chunk" in out and "traceId=" in out
+
+
+def test_seed_cli_reads_the_service_and_space_from_the_environment(cli, store, filled,
+                                                                   monkeypatch):
+    monkeypatch.setenv("MEMORY_CORE_STORE", store)
+    monkeypatch.setenv("MEMORY_CORE_CONTEXT_ID", "payments")
+    code, out, _ = cli("recall", "pnpm", "--json", "--limit", "1")
+    assert code == 0 and json.loads(out)["hits"][0]["memoryId"] == filled[0]
+    code, out, _ = cli("recall", "pnpm", "--json", "--limit", "1", "--space", "payments")
+    assert code == 0 and "results" in json.loads(out)  # --space: the first seed's call
+    code, out, _ = cli("write", "Refunds take five days.")  # the space from the environment
+    assert code == 0 and out.startswith("mem_")
+    monkeypatch.delenv("MEMORY_CORE_STORE")
+    monkeypatch.setenv("MEMORY_CORE_URL", "http://127.0.0.1:9")  # nothing listens there
+    code, _, err = cli("recall", "pnpm")
+    assert code == 1 and "cannot reach the service at http://127.0.0.1:9" in err

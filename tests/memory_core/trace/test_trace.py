@@ -38,7 +38,8 @@ class FixedRouter:
 
 @pytest.fixture
 def eng(hash_embedder, tmp_path):
-    spec = EngineSpec(escalate=EscalateSpec(enabled=True, min_candidates=1000),
+    # every read escalates (no cosine reaches 1.01): the escalation record is in every trace
+    spec = EngineSpec(escalate=EscalateSpec(enabled=True, min_top_cosine=1.01),
                       routing=RoutingSpec(min_fit=0.0, min_confidence=0.0,
                                           extra_confidence=1.0))
     e = MemoryEngine.open(tmp_path / "store", spec=spec, embedder=hash_embedder,
@@ -77,12 +78,13 @@ def test_an_addressed_receipt_round_trips_through_storage_unchanged(eng):
     assert body["schema_version"] == SCHEMA_VERSION == 2
     t = stored.trace
     # each stage left its typed record
-    assert t.mode is Mode.FAST and t.tier is Tier.ESCALATED  # min_candidates=1000: thin
+    assert t.mode is Mode.FAST and t.tier is Tier.ESCALATED  # min_top_cosine=1.01
     assert t.time is not None and t.time.query_window is not None  # "in 2024"
     assert isinstance(t.channels["payments"], ChannelCounts) and t.channels["payments"].fused
     assert isinstance(t.candidates["payments"], CandidateLists)
     assert all(isinstance(r, TraceRow) for r in t.candidates["payments"].fused)
-    assert isinstance(t.escalation, EscalationTrace) and t.escalation.triggered_by == ("thin",)
+    assert isinstance(t.escalation, EscalationTrace) and t.escalation.triggered_by == (
+        "unconfident",)
     assert t.escalation.scored_by == "position" and t.escalation.new_in_results is not None
     assert isinstance(t.dedup, DedupTrace) and t.dedup.exact_collapsed  # the repeated fact
     assert isinstance(t.expansion, ExpansionTrace) and t.expansion.applied
