@@ -334,6 +334,9 @@ def run(memories: int, clients: int, seconds: float, embedder: str, seed: int,
     # the same store served by a fresh process (start_service adds a key to it)
     with start_service(work, (PRINCIPAL,), engine_factory=factory, store=served,
                        keys_file=keys_file) as svc2:
+        # its first read, cold (the restarted process has loaded nothing for the space)
+        report["after_restart_first_read_ms"] = warm_up(svc2.url, svc2.keys[PRINCIPAL],
+                                                        questions[1])
         lost["after_restart"] = lost_writes(svc2.url, svc2.keys[PRINCIPAL], load.acked)
     report["lost_writes"] = lost
     # a write in flight to a killed process may have committed unacknowledged: at most those

@@ -70,14 +70,22 @@ class PgVectorIndex:
         self._lock = threading.Lock()
         self._ready = False
         self._synced: dict[str, tuple[int, int, bool]] = {}  # space -> (version, rows, indexed)
+        self._serves: dict[str, tuple[int, bool]] = {}  # space -> (version, served here)
         self.paths: Counter[str] = Counter()  # hnsw / exact_share / exact_short / empty / ...
         self.filled: list[tuple[str, int]] = []  # (space, rows) caught up after the first copy
         self.copied: list[tuple[str, int]] = []  # (space, rows) copied in when first served
 
     def serves(self, space_id: str) -> bool:
-        """Whether pgvector serves the space (every space, or one this large)."""
-        return self.every_space or \
-            self.store.count_memories(space_id) >= self.spec.dense_ann_threshold
+        """Whether pgvector serves the space (every space, or one this large: counted again
+        only when the space's version moves, not on every read)."""
+        if self.every_space:
+            return True
+        version = self.store.space_version(space_id)
+        held = self._serves.get(space_id)
+        if held is None or held[0] != version:
+            held = self._serves[space_id] = (version, self.store.count_memories(space_id)
+                                             >= self.spec.dense_ann_threshold)
+        return held[1]
 
     def _sizes(self, space_id: str) -> tuple[int, bool]:
         """(the space's rows, whether its HNSW index is there), its rows caught up first when

@@ -56,6 +56,7 @@ def test_one_of_two_processes_killed_under_load_loses_nothing(tmp_path, pg_uri):
     answered = kill["answers_by_process"]
     assert sum(v for k, v in answered.items() if k.startswith("0:") and ":20" in k) > 0
     assert sum(v for k, v in answered.items() if k.startswith("1:") and ":20" in k) > 0
+    assert report["after_restart_first_read_ms"] > 0  # a restarted process reads at once
     lost = report["lost_writes"]
     assert len(lost["before_restart"]) == 1 and lost["before_restart"][0]["lost"] == 0
     assert lost["after_restart"]["lost"] == 0 and lost["after_restart"]["checked"] > 0
