@@ -15,7 +15,7 @@ from memory_core.config import ChannelsSpec, EngineSpec, TagFilterSpec
 from memory_core.filters.compile import compile_filter
 from memory_core.filters.tag_groups import parse_groups
 from memory_core.types.tags import to_plain
-from memory_core.request import parse_request
+from memory_core.requests import parse_request
 from memory_core.types import DropReason
 
 ALPHABET = ("t:a", "t:b", "t:c", "t:d")
