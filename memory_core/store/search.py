@@ -209,21 +209,6 @@ class SearchQueries(Database):
                 self._tokenizer = Fts5Tokenizer()
             return self._tokenizer
 
-    def rows_after(self, space_id: str, rowid: int) -> list[tuple[int, str]]:
-        """(rowid, content) of the space's rows after ``rowid``, ascending."""
-        return [(int(r[0]), r[1]) for r in self._query(
-            "SELECT rowid, content FROM memories WHERE space_id = ? AND rowid > ? "
-            "ORDER BY rowid", (space_id, rowid))]
-
-    def turn_order(self, space_id: str) -> list[tuple[int, tuple]]:
-        """The space's turns (facts with a session) in conversation order, each with its
-        (session, user, agent): consecutive rows sharing that key are neighbours (the order
-        :func:`~memory_core.store.turns._refresh_turn_context` writes contexts by)."""
-        return [(int(r[0]), (r[1], r[2], r[3])) for r in self._query(
-            "SELECT rowid, session_id, user_id, agent_id FROM memories WHERE space_id = ? "
-            "AND session_id IS NOT NULL AND memory_type = 'fact' "
-            "ORDER BY session_id, user_id, agent_id, timestamp, rowid", (space_id,))]
-
     def turn_neighbours(self, rowids: Iterable[int]) -> dict[int, tuple[int | None, int | None]]:
         """{turn: (the turn before, the turn after)} of those rows that are turns."""
         out: dict[int, tuple[int | None, int | None]] = {}

@@ -170,27 +170,27 @@ def _neighbours(c: Any, rowids: Sequence[int], cut: str, *params: Any
 
 def apply(c: Any, delta: Delta) -> None:
     """Add ``delta`` to the tables (one statement each)."""
-    terms = sorted(t for t in set(delta.own_df) | set(delta.ctx_df)
-                   if delta.own_df[t] or delta.ctx_df[t])
-    if terms:
-        c.execute("INSERT INTO keyword_terms (term, own_df, ctx_df) SELECT * FROM unnest("
-                  "CAST(? AS text[]), CAST(? AS bigint[]), CAST(? AS bigint[])) "
-                  "ON CONFLICT (term) DO UPDATE SET own_df = keyword_terms.own_df + "
-                  "EXCLUDED.own_df, ctx_df = keyword_terms.ctx_df + EXCLUDED.ctx_df",
-                  (terms, [delta.own_df[t] for t in terms], [delta.ctx_df[t] for t in terms]))
-    spaces = sorted(s for s in set(delta.own_rows) | set(delta.ctx_rows)
-                    if delta.own_rows[s] or delta.ctx_rows[s])
-    if spaces:
-        c.execute("INSERT INTO keyword_spaces (space_id, own_rows, ctx_rows) SELECT * FROM "
-                  "unnest(CAST(? AS text[]), CAST(? AS bigint[]), CAST(? AS bigint[])) "
-                  "ON CONFLICT (space_id) DO UPDATE SET own_rows = keyword_spaces.own_rows + "
-                  "EXCLUDED.own_rows, ctx_rows = keyword_spaces.ctx_rows + EXCLUDED.ctx_rows",
-                  (spaces, [delta.own_rows[s] for s in spaces],
-                   [delta.ctx_rows[s] for s in spaces]))
+    _add(c, "keyword_terms", ("term", "own_df", "ctx_df"), delta.own_df, delta.ctx_df)
+    _add(c, "keyword_spaces", ("space_id", "own_rows", "ctx_rows"), delta.own_rows,
+         delta.ctx_rows)
     c.execute("UPDATE keyword_store SET own_rows = own_rows + ?, own_tokens = own_tokens + ?, "
               "ctx_rows = ctx_rows + ?, ctx_tokens = ctx_tokens + ? WHERE k = 1",
               (sum(delta.own_rows.values()), delta.own_tokens, sum(delta.ctx_rows.values()),
                delta.ctx_tokens))
+
+
+def _add(c: Any, table: str, columns: tuple[str, str, str], first: Counter[str],
+         second: Counter[str]) -> None:
+    """``table``'s two counts of each key added (a key not there yet inserted), in one
+    statement; keys whose both changes are 0 are left alone."""
+    keys = sorted(k for k in set(first) | set(second) if first[k] or second[k])
+    if not keys:
+        return
+    key, a, b = columns
+    c.execute(f"INSERT INTO {table} ({key}, {a}, {b}) SELECT * FROM unnest(CAST(? AS text[]), "
+              f"CAST(? AS bigint[]), CAST(? AS bigint[])) ON CONFLICT ({key}) DO UPDATE SET "
+              f"{a} = {table}.{a} + EXCLUDED.{a}, {b} = {table}.{b} + EXCLUDED.{b}",
+              (keys, [first[k] for k in keys], [second[k] for k in keys]))
 
 
 def rebuild(c: Any, tokenizer: Fts5Tokenizer, progress: Any = None) -> Delta:

@@ -166,7 +166,8 @@ REVIEWED_SQLITE_METHODS = {
     "eligible_rowids", "entity_frequencies", "entity_keys", "get_memories",
     "get_meta", "get_receipt", "get_space", "holds_sources", "insert_batch", "insert_space",
     "list_receipts", "list_spaces", "metadata_texts", "minhashes", "notes_of", "passage_size",
-    "passages", "read_scope", "recent_in_session", "replies", "save_receipt", "scopes_of",
+    "passages", "read_scope", "recent_in_session", "replies", "rows_after", "save_receipt",
+    "scopes_of", "turn_order",
     "section_siblings", "session_lengths", "session_neighbours", "session_scopes",
     "sharing_entities", "space_entities", "space_rowids", "space_stamp", "space_version",
     "store_stamp", "tag_vocabulary", "turn_attributes", "versions"}
@@ -186,11 +187,11 @@ def test_every_sqlite_method_postgres_runs_unchanged_was_reviewed():
 
 def test_a_failed_postings_refresh_leaves_the_space_to_be_built_again(pg_uri, hash_embedder,
                                                                        monkeypatch):
-    from memory_core.store.pg.fulltext import PgSearch
+    from memory_core.store.sessions import SessionQueries
 
     with MemoryEngine.open(pg_uri, embedder=hash_embedder) as eng:
         eng.create_space("s")
-        real, calls = PgSearch.rows_after, []
+        real, calls = SessionQueries.rows_after, []
 
         def flaky(self, space_id, rowid):
             calls.append(rowid)
@@ -198,7 +199,7 @@ def test_a_failed_postings_refresh_leaves_the_space_to_be_built_again(pg_uri, ha
                 raise RuntimeError("lost mid refresh")
             return real(self, space_id, rowid)
 
-        monkeypatch.setattr(PgSearch, "rows_after", flaky)
+        monkeypatch.setattr(SessionQueries, "rows_after", flaky)
         # the write commits, then its keyword refresh fails (logged, not raised: the write is
         # acknowledged) and the space's postings are dropped
         ids = eng.write_many("s", [{"content": f"walrus number {i}"} for i in range(5)])
