@@ -18,8 +18,9 @@ receipt's request, and changes nothing else.
 Example:
     >>> label_tags("urgent", "label")
     ('urgent', 'label:urgent')
-    >>> parse_labels(["urgent", "urgent", "billing"], 50)
-    ('urgent', 'billing')
+
+The request's ``labels`` are read by :func:`memory_core.requests.scopes.parse_labels` (the
+agent-memory query model); this module only compiles them.
 """
 
 from __future__ import annotations
