@@ -17,7 +17,6 @@ import numpy as np
 
 from memory_core import times
 from memory_core.channels import keyword, registry
-from memory_core.channels.keyword_corpus import corpus_of
 from memory_core.channels.base import ChannelContext, SearchParts, Stage
 from memory_core.config import FusionMethod, FusionSpec
 from memory_core.errors import MemoryCoreError
@@ -51,11 +50,11 @@ def candidates_for_space(comp: SearchParts, request: RetrieveRequest, space_id: 
     """The channels (:func:`memory_core.channels.registry.channels`, in run order) over one
     space's eligible memories, fused (``fusion.method``: RRF or a weighted sum of normalised
     scores) over the union of their lists: the first stage, fused; each expansion, fused
-    again; each re-listing, fused again. ``channel_lists``, when given, receives each
-    channel's own list (for the cross-space ranking of routed reads); ``read_spaces``, every
-    space of such a read (their union makes the keyword channel's IDF under
-    ``channels.keyword_idf=space``); ``channel_completed``, when given, receives the completed
-    scores (``fusion.complete``, :func:`completed_scores`) for that ranking.
+    again; each re-listing, fused again. The returned :class:`Pooled` also carries each
+    channel's own list and the completed scores (``fusion.complete``,
+    :func:`completed_scores`), what the cross-space ranking of routed reads merges;
+    ``read_spaces``: every space of such a read (their union makes the keyword channel's IDF
+    under ``channels.keyword_idf=space``).
 
     ``request.channels`` selects the generators (each channel's ``wanted``): ``hybrid`` runs
     every channel the config enables; ``vector`` dense only; ``bm25`` keyword only; ``graph``
@@ -178,12 +177,9 @@ def completed_scores(comp: SearchParts, request: RetrieveRequest, space_id: str,
             done.update(zip([id_of[r] for r in rows[hit].tolist()], scores[hit].tolist(),
                             strict=True))
             continue
-        ch = comp.spec.channels
         found = keyword.search(comp.store, space_id, request.query, flt, len(missing),
-                               ch.keyword_context_weight, ch.keyword_space_df_max,
-                               ch.keyword_idf, ch.keyword_idf_prior_rows, read_spaces,
-                               ch.keyword_index, ch.keyword_index_threshold, among=missing,
-                               corpus=corpus_of(ch))
+                               keyword.settings_of(comp.spec.channels), read_spaces,
+                               among=missing)
         done.update((c.memory_id, c.score) for c in found)
     return out
 

@@ -9,7 +9,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from memory_core.channels import keyword
-from memory_core.channels.keyword_corpus import corpus_of
 from memory_core.channels.base import SearchParts
 from memory_core.errors import MemoryCoreError
 from memory_core.filters.compile import RequestFilters
@@ -45,10 +44,8 @@ class EvidenceProbe:
         try:
             flt = self.filters.of(space_id)
             dense = comp.dense.search(space_id, self.query_vec, flt, self.depth)
-            ch = comp.spec.channels
             kw = keyword.search(comp.store, space_id, self.request.query, flt, self.depth,
-                                index=ch.keyword_index, index_threshold=ch.keyword_index_threshold,
-                                corpus=corpus_of(ch))
+                                keyword.probe_settings(comp.spec.channels))
         except MemoryCoreError:
             raise
         except Exception as exc:  # recorded per space, see the class docstring

@@ -255,9 +255,10 @@ def test_keyword_search_among_rows_gives_each_its_deep_list_score(hash_embedder,
         ids = _fill(eng)
         query = "apple mango plum"
         deep = {c.memory_id: c.score for c in keyword.search(
-            eng.store, "s", query, SqlFilter(), 100, index=index)}
+            eng.store, "s", query, SqlFilter(), 100, keyword.KeywordSettings(index=index))}
         among = [rowid_of(m) for m in ids[::3]]
         got = {c.memory_id: c.score for c in keyword.search(
-            eng.store, "s", query, SqlFilter(), 1, index=index, among=among)}
+            eng.store, "s", query, SqlFilter(), 1, keyword.KeywordSettings(index=index),
+            among=among)}
         want = {m: s for m, s in deep.items() if rowid_of(m) in set(among)}
         assert got == pytest.approx(want) and len(got) > 3
