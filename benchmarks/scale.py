@@ -24,7 +24,7 @@ re-normalising; 0.5 gives a cosine of about 0.9 to its source) and is re-normali
 vectors are perturbed real ones, ten copies of each real one (at 10k and 100k every vector is
 real). With 10,000 real ones, a hundred copies each, the copies form tight clusters that HNSW
 links badly: recall@10 at 1M was 0.82 at efSearch 128 and stopped at 0.92 however large
-efSearch grew (docs/recorded_figures.md). Texts are the synthetic sentences of
+efSearch grew (docs/recorded_figures_archive.md). Texts are the synthetic sentences of
 ``benchmarks/perf.py`` (unique, prefix-stable), questions reuse the slots of stored sentences.
 
 Ingest against the encoder (issue 17: >= 85%) is measured separately on LongMemEval S turns

@@ -267,8 +267,9 @@ class EngineSpec:
     # request ``channels`` default: hybrid (all channels on in ``channels``) | vector | bm25 | graph
     default_channels: Retrieval = Retrieval.HYBRID
     # "fast": it wins on LoCoMo (raw turns and with observations, paired p < 0.05) against the
-    # stacked scorer trained without LoCoMo (README "Accurate mode"); "accurate" needs its model,
-    # and an engine without one serves requests that omit ``mode`` in fast mode, recorded
+    # stacked scorer trained without LoCoMo (docs/recorded_figures_archive.md "Accurate
+    # mode"); "accurate" needs its model, and an engine without one serves requests that
+    # omit ``mode`` in fast mode, recorded in the trace
     default_mode: Mode = Mode.FAST
     default_limit: int = 10
     max_limit: int = 50

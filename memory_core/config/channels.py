@@ -84,7 +84,7 @@ class ChannelsSpec:
     # hnsw settings from benchmarks/scale.py); a filtered search whose eligible share is under
     # dense_ann_exact_share is exact over the hnsw's own vectors. "pgvector": HNSW inside
     # PostgreSQL with the same m / ef settings (channels/dense_pg.py; faiss "auto" on a store
-    # without pgvector); not the default: it ranks unlike SQLite (docs/recorded_figures.md)
+    # without pgvector); not the default: it ranks unlike SQLite (docs/recorded_figures_archive.md)
     dense_index: DenseIndexKind = DenseIndexKind.AUTO
     dense_ann_threshold: int = 50_000
     dense_hnsw_m: int = 32
@@ -97,14 +97,15 @@ class ChannelsSpec:
     # fusion.weights["recency"] (channels/recency.py); it adds and removes nothing, and a
     # request without query_timestamp is served exactly as with this off. Strength (weight 0.2,
     # half-life 90 days) chosen on LongMemEval oracle outside S (data=longmemeval_pooled; 0.1 /
-    # 0.2 / 0.4 x 7 / 30 / 90 / 365 days; docs/recorded_figures.md "Fusion that keeps a hit
+    # 0.2 / 0.4 x 7 / 30 / 90 / 365 days; docs/recorded_figures_archive.md "Fusion that keeps a hit
     # apart from a miss")
     recency: bool = True
     recency_pool: int = 50
     recency_half_life_days: float = 90.0
     # keyword: BM25 weight of a turn's neighbour turns (the ``memories_ctx`` full-text table,
     # see memory_core/store/turns.py) beside its own text (weight 1); 0 = own text only
-    # (0.4: best of 0 / 0.2 / 0.4 on LongMemEval oracle and an S subset; README "First stage")
+    # (0.4: best of 0 / 0.2 / 0.4 on LongMemEval oracle and an S subset;
+    # docs/recorded_figures_archive.md "First stage on conversation turns")
     keyword_context_weight: float = 0.4
     # keyword: drop query words held by more than this share of the space's memories (BM25's
     # statistics are store-wide; a word common in one space, e.g. its speakers' names, is
@@ -114,7 +115,7 @@ class ChannelsSpec:
     # searched space's ("space", channels/keyword.py space_idf_scores), the space's counts
     # smoothed with keyword_idf_prior_rows pseudo-rows at the store-wide rate. "space" with 50
     # rows: ties "store" on LongMemEval (oracle, S-60), where 50 beat 0 and 200 on the oracle's
-    # small spaces; it is the IDF of the collection searched (docs/recorded_figures.md)
+    # small spaces; it is the IDF of the collection searched (docs/recorded_figures_archive.md)
     keyword_idf: KeywordIdf = KeywordIdf.SPACE
     keyword_idf_prior_rows: float = 50.0
     # keyword: BM25's collection statistics (N, average length, each word's document count:
