@@ -253,8 +253,10 @@ def expected_write(space, items, principal) -> str | None:
     None for "answered"."""
     if not isinstance(space, str) or not isinstance(principal, str | None):
         return ""
-    if space not in ("s", "t"):
+    if space == "nope":
         return "not_found/space_missing"
+    if space not in ("s", "t"):  # drawn: missing, or no valid id at all ("" is 422 empty_value)
+        return ""
     if principal == "bob":
         return "not_found/space_missing"  # a viewer of t may not write: 404 like missing
     if principal not in (None, "owner"):
