@@ -103,7 +103,8 @@ def run(queries: int, warmup: int, conversations: int | None, seed: int, work: P
 
     from memory_core import MemoryEngine, times
     from memory_core.times import date_read
-    from memory_core.config import CacheSpec, ChannelsSpec, EmbedSpec, EngineSpec, FusionSpec
+    from memory_core.config import (CacheSpec, ChannelsSpec, EmbedSpec, EngineSpec, FusionSpec,
+                                    KeywordIndex)
     from memory_core.embed import CachedEmbedder, SentenceTransformerEmbedder
 
     source, items, asked = load_turns(conversations)
@@ -115,7 +116,7 @@ def run(queries: int, warmup: int, conversations: int | None, seed: int, work: P
     model.encode(["load"], show_progress_bar=False)
     embedder = TimedEmbedder(CachedEmbedder(inner, work / "cache"))
     spec = EngineSpec(cache=CacheSpec(enabled=False),
-                      channels=ChannelsSpec(keyword_index=keyword_index),
+                      channels=ChannelsSpec(keyword_index=KeywordIndex(keyword_index)),
                       fusion=FusionSpec() if complete is None else FusionSpec(complete=complete))
     engine = MemoryEngine.open(work / "store", spec, embedder=embedder)
 

@@ -24,7 +24,7 @@ re-normalising; 0.5 gives a cosine of about 0.9 to its source) and is re-normali
 vectors are perturbed real ones, ten copies of each real one (at 10k and 100k every vector is
 real). With 10,000 real ones, a hundred copies each, the copies form tight clusters that HNSW
 links badly: recall@10 at 1M was 0.82 at efSearch 128 and stopped at 0.92 however large
-efSearch grew (docs/recorded_figures.md). Texts are the synthetic sentences of
+efSearch grew (docs/recorded_figures_archive.md). Texts are the synthetic sentences of
 ``benchmarks/perf.py`` (unique, prefix-stable), questions reuse the slots of stored sentences.
 
 Ingest against the encoder (issue 17: >= 85%) is measured separately on LongMemEval S turns
@@ -303,6 +303,7 @@ def keyword_alone(eng: Any, asked: Sequence[str]) -> dict[str, Any]:
     time is the first search's (the engine's own warm-up already built them when ``auto``
     chose them; then it is 0 here and ``built_s`` says what it took)."""
     from memory_core.channels import keyword
+    from memory_core.config import KeywordIndex
     from memory_core.store import SqlFilter
 
     ch = eng.spec.channels
@@ -313,8 +314,9 @@ def keyword_alone(eng: Any, asked: Sequence[str]) -> dict[str, Any]:
         for index in (("fts5", "postings") if i % 2 == 0 else ("postings", "fts5")):
             t = time.perf_counter()
             got[index] = keyword.search(eng.store, SPACE, q, SqlFilter(), ch.keyword_pool,
-                                        ch.keyword_context_weight, None, ch.keyword_idf,
-                                        ch.keyword_idf_prior_rows, (), index)
+                                        keyword.KeywordSettings(
+                                            ch.keyword_context_weight, None, ch.keyword_idf,
+                                            ch.keyword_idf_prior_rows, KeywordIndex(index)))
             times[index].append((time.perf_counter() - t) * 1000)
         same += [c.memory_id for c in got["fts5"]] == [c.memory_id for c in got["postings"]]
     eng.store.postings(SPACE)

@@ -12,7 +12,7 @@ driver sums them into the data set's (``shards/keyword_corpus.json``) and each u
 asks its questions on the store it built, with ``channels.keyword_corpus`` naming that file,
 so its BM25 numbers are the one-process run's. ``keyword_stats=unit`` skips the first phase:
 each unit's BM25 reads its own store, i.e. per-space statistics (a ranking change, the
-ablation of docs/recorded_figures.md "One run sharded on Ray").
+ablation of docs/recorded_figures_archive.md "One run sharded on Ray").
 """
 
 from __future__ import annotations

@@ -22,7 +22,8 @@ from typing import Any
 
 from memory_core.config import CacheSpec
 from memory_core.receipts import Receipt
-from memory_core.types import RetrieveRequest, RetrieveResponse
+from memory_core.types import RetrieveResponse
+from memory_core.requests import RetrieveRequest
 
 
 def cache_key(request: RetrieveRequest, day: str | None, extra: Mapping[str, Any] | None = None

@@ -33,13 +33,14 @@ from memory_core.rerank.cross_encoder import CrossEncoderReranker, Reranker
 from memory_core.rerank.stacked import RelevanceModel
 from memory_core.routing import RouteDecision, Router, build_router
 from memory_core.rerank.loading import accurate_unavailable, load_scorers, models_in_use
-from memory_core.serve import ReadPath
+from memory_core.serve import Reader
 from memory_core.store import StoreBackend, rowid_of
 from memory_core.store.location import open_location
 from memory_core.times import Clock, format_instant, system_clock
 from memory_core.types import Memory, Mode, RetrieveResponse, Space, frozen_map
 from memory_core.validate import check_reserved as _check_reserved
-from memory_core.validate import check_content, check_text, text_problem
+from memory_core.requests import parse_item
+from memory_core.validate import check_text, text_problem
 from memory_core.write import Writer, WriteReport
 
 
@@ -63,13 +64,29 @@ class MemoryEngine(reads.SeedReads):
         self.redactor = Redactor.from_spec(spec.redact)  # a bad pattern fails here, at start
         # channels.query_adapter: a missing or bad file is a 422 here, at open, never skipped
         self.query_adapter = adapter_from_ref(spec.channels.query_adapter, embedder.dim)
-        self._components = Components(store, dense, embedder, spec, reranker,
-                                               clock=clock, scorer=scorer,
-                                               query_adapter=self.query_adapter)
         # route="auto": the injected router, else the one spec.routing names
         self.router = router if router is not None else build_router(spec.routing, embedder)
         self.cache = ResponseCache(spec.cache)  # tier "cache" (memory_core/cache.py)
         self._traces = TraceLog(spec.trace.keep)
+        self._components = Components(store, dense, embedder, spec, reranker, clock=clock,
+                                      scorer=scorer, query_adapter=self.query_adapter)
+
+    @property
+    def _components(self) -> Components:
+        """The parts the pipeline is given; setting them (configure_routing, a test's fake)
+        builds the write path, the route planner and the read path over them, once."""
+        return self._parts
+
+    @_components.setter
+    def _components(self, parts: Components) -> None:
+        self._parts = parts
+        self._writer = Writer(self.store, parts.dense, self.embedder, self.spec, self.redactor,
+                              self.clock)
+        self._planner = RoutePlanner(self.spec, self.store, self.embedder, self.router, parts,
+                                     self.redactor, self.available_modes, self._authorised)
+        self._reader = Reader(self.spec, self.store, self.clock, self.cache, self._traces,
+                              parts, self._planner, self.available_modes,
+                              self.rerank_unavailable, self._authorised)
 
     # -- lifecycle ----------------------------------------------------------------------------
     @classmethod
@@ -174,20 +191,17 @@ class MemoryEngine(reads.SeedReads):
         among those where ``principal`` is a developer or owner, or into the default space when
         none fits (see :meth:`memory_core.engine_routing.RoutePlanner.route_write`);
         ``get_memory(id).space_id`` says where it went.
-        ``scopes``: scope paths (``"org/acme/team/payments"``) a request's ``lens`` matches.
-        """
-        if route is not None or space_id is None:
-            if isinstance(content, str):  # the router embeds it: checked first
-                check_text(check_content(content), "content", self.spec.limits.max_content_chars,
-                           limit_name="max_content_chars")
-            if principal is not None:
-                check_text(principal, "principal", self.spec.limits.max_id_chars,
-                           limit_name="max_id_chars")
-            space_id = self._planner.route_write(space_id, route, content, principal)
+        ``scopes``: scope paths (``"org/acme/team/payments"``) a request's ``lens`` matches."""
         item = {"content": content, "timestamp": timestamp, "tags": tags, "user_id": user_id,
                 "agent_id": agent_id, "session_id": session_id, "metadata": metadata,
                 "document_id": document_id, "scopes": scopes}
-        return self.write_many(space_id, [item], principal=principal)[0]
+        if route is None and space_id is not None:
+            return self.write_many(space_id, [item], principal=principal)[0]
+        # a routed write: the item is checked once, first (the router embeds its content)
+        parsed, _ = parse_item(item, 0, self.spec, None), self._principal(principal)
+        space_id = self._planner.route_write(space_id, route, parsed.content, principal)
+        self._authorised(space_id, principal, Role.DEVELOPER)
+        return self._writer.write_batch(space_id, [item], [parsed]).memory_ids[0]
 
     def write_many(self, space_id: str, items: Sequence[Mapping[str, Any]],
                    principal: str | None = None) -> list[str]:
@@ -210,32 +224,22 @@ class MemoryEngine(reads.SeedReads):
         self._authorised(space_id, principal, Role.DEVELOPER)
         return self._writer.observe(space_id, content, source_ids, tags)
 
-    @property
-    def _writer(self) -> Writer:
-        return Writer(self.store, self._components.dense, self.embedder, self.spec,
-                      self.redactor, self.clock)
-
     def check_reserved(self, tags: Sequence[str]) -> None:
         """Tags under the reserved prefix are the engine's own: 422 ``reserved_tag``."""
         _check_reserved(tags, self.spec.reserved_tag_prefix, "tags")
 
     # -- routing ------------------------------------------------------------------------------
-    @property
-    def _planner(self) -> RoutePlanner:
-        return RoutePlanner(self.spec, self.store, self.embedder, self.router, self._components,
-                            self.redactor, self.available_modes, self._authorised)
-
     def configure_routing(self, routing: RoutingSpec | None = None,
                           router: Router | None = None) -> None:
         """Swap the routing settings and/or the router (the routing experiment compares routers
         on one store). A new ``routing`` spec without a ``router`` builds the router it names."""
         if routing is not None:
             self.spec = dataclasses.replace(self.spec, routing=routing)
-            self._components = dataclasses.replace(self._components, spec=self.spec)
         if router is not None:
             self.router = router
         elif routing is not None:
             self.router = build_router(self.spec.routing, self.embedder)
+        self._components = dataclasses.replace(self._components, spec=self.spec)  # rebuilds
         self.cache.clear()  # cached routed answers were decided by the previous router
 
     def eligible_spaces(self, principal: str | None = None, need: Role | str = Role.VIEWER
@@ -265,21 +269,18 @@ class MemoryEngine(reads.SeedReads):
         return self._serve(reads.merge_body(request, fields))
 
     def _serve(self, body: dict[str, Any], recent_session: str | None = None,
-               session_scope: Mapping[str, str] | None = None, context_call: bool = False,
+               session_scope: Mapping[str, str] | None = None, context_call: str | None = None,
                sections_only: bool = False, fold_sections: bool = False
                ) -> RetrieveResponse:
         """Validate, then answer from the cache or the pipeline; record the trace
-        (:meth:`memory_core.serve.ReadPath.serve`). With ``pause_gc`` automatic garbage
+        (:meth:`memory_core.serve.Reader.serve`). With ``pause_gc`` automatic garbage
         collection is held back until the read is done (:mod:`memory_core.gc_pause`)."""
-        path = ReadPath(self.spec, self.store, self.clock, self.cache, self._traces,
-                        self._components, self._planner, self.available_modes,
-                        self.rerank_unavailable, self._authorised)
         args = (body, recent_session, session_scope, context_call, sections_only,
                 fold_sections)
         if not self.spec.pause_gc:
-            return path.serve(*args)
+            return self._reader.serve(*args)
         with GC_PAUSE:
-            return path.serve(*args)
+            return self._reader.serve(*args)
 
     def get_context(self, request: Mapping[str, Any] | None = None, /, **fields: Any) -> str:
         """The block text only (``format="block"``); takes any request field but ``route``.
@@ -299,9 +300,7 @@ class MemoryEngine(reads.SeedReads):
                          ) -> RetrieveResponse:
         """What :meth:`get_context` renders, as the whole response (its ``trace_id``, ``tier``,
         ``query_ms`` and results beside the block)."""
-        return self._serve(reads.context_body(request, fields, "get_context",
-                                              self.spec.context_hits.on_for_context),
-                           context_call=True)
+        return self._serve(reads.context_body(request, fields), context_call="get_context")
 
     def session_context(self, space_id: str, session_id: str, query: str,
                         request: Mapping[str, Any] | None = None, **fields: Any

@@ -2,15 +2,18 @@
 
 :class:`RoutePlanner` scores the caller's eligible spaces with the configured router, decides
 (abstention, ``max_targets``), searches the chosen spaces as one ranking, widens by
-``expand_query`` subjects and routes writes (DESIGN.md, Routing). The engine composes one per
-call from its current parts; every part it uses is a field. What it decided is a
-:class:`memory_core.trace.RoutingTrace` on the returned trace.
+``expand_query`` subjects and routes writes (DESIGN.md, Routing). The engine builds one when
+it opens (and again when its parts are swapped); every part it uses is a field. A routed read
+hands it the request's question vectors and compiled filters (:class:`RouteInputs`), so the
+question is embedded once and each space's filter compiled once, for the router's evidence
+probe and the search alike. What it decided is a :class:`memory_core.trace.RoutingTrace` on
+the returned trace.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,17 +25,29 @@ from memory_core.embed import Embedder
 from memory_core.errors import ErrorCode, MemoryCoreError, invalid
 from memory_core.expansion.subjects import split_subjects
 from memory_core.redact import Redactor
-from memory_core.request import check_target, parse_request
+from memory_core.requests import check_target, parse_request
 from memory_core.routing import (RouteDecision, RouteQuery, RouteReason, Router,
                                  RouterUnavailable, decide, thresholds_of)
-from memory_core.channels.probe import evidence_probe
+from memory_core.channels.probe import EvidenceProbe
+from memory_core.filters.compile import RequestFilters
 from memory_core.store import StoreBackend
 from memory_core.trace import RoutingTrace, SubjectRoute
-from memory_core.types import (Mode, Retrieval, RetrieveRequest, SearchedEntry, Space,
-                               frozen_map)
-from memory_core.validate import check_content
+from memory_core.types import Mode, Retrieval, SearchedEntry, Space, frozen_map
+from memory_core.requests import RetrieveRequest
 
 Decided = tuple[RouteDecision | None, RouteReason | None, str, RoutingTrace]
+
+
+@dataclass(frozen=True)
+class RouteInputs:
+    """What a routed read computed once for the whole request: the question's and each
+    subject's vectors (as the embedder gave them: ``vectors[0]`` the question's), the
+    subjects, the compiled filters, and the fallback space (authorised already)."""
+
+    vectors: Any
+    subjects: tuple[str, ...]
+    filters: RequestFilters
+    fallback: Space | None = None
 
 
 @dataclass(frozen=True)
@@ -74,10 +89,12 @@ class RoutePlanner:
             return self.spec.routing.max_targets, "engine"
         return PLATFORM_MAX_TARGETS, "platform"
 
-    def decide(self, req: RetrieveRequest, need: Role, router: Router) -> Decided:
+    def decide(self, req: RetrieveRequest, need: Role, router: Router, vec: Any = None,
+               filters: RequestFilters | None = None) -> Decided:
         """Score the eligible spaces and decide; returns (decision, failure reason, message,
         record). A failure (no decision) is ``router_disabled``, ``no_candidates``,
-        ``model_unavailable`` or ``answer_outside_candidates``."""
+        ``model_unavailable`` or ``answer_outside_candidates``. ``vec`` (the question's
+        vector) and ``filters`` come from the read when it has them."""
         spec = self.spec.routing
         limit, source = self.max_targets(req.max_targets)
         record = RoutingTrace(router.name, limit, source,
@@ -92,15 +109,16 @@ class RoutePlanner:
             return None, RouteReason.NO_CANDIDATES, (
                 f"no space other than the default one where {who!r} is {need.value} or "
                 "above"), record
-        vec = self.embedder.embed([req.query])[0]
-        probe_failed: dict[str, str] = {}
-        query = RouteQuery(req.query, vec, evidence_probe(
-            self.components, req, vec, spec.evidence_depth, probe_failed))
+        if vec is None:
+            vec = self.embedder.embed([req.query])[0]
+        probe = EvidenceProbe(self.components, req, vec, spec.evidence_depth,
+                              filters or RequestFilters(req, self.store, self.spec))
+        query = RouteQuery(req.query, vec, probe)
         try:
             scores = router.score(query, spaces)
         except RouterUnavailable as exc:
-            return None, RouteReason.MODEL_UNAVAILABLE, str(exc), _probed(record, probe_failed)
-        record = _probed(record, probe_failed)
+            return None, RouteReason.MODEL_UNAVAILABLE, str(exc), _probed(record, probe.failed)
+        record = _probed(record, probe.failed)
         outside = sorted({s.space_id for s in scores} - {s.space_id for s in spaces})
         if outside:
             return None, RouteReason.ANSWER_OUTSIDE_CANDIDATES, (
@@ -112,16 +130,23 @@ class RoutePlanner:
             chosen=tuple(s.space_id for s in decision.chosen),
             reason=None if decision.reason is None else decision.reason.value, decided=True)
 
-    def routed_read(self, req: RetrieveRequest
+    def routed_read(self, req: RetrieveRequest, inputs: RouteInputs | None = None
                     ) -> tuple[PipelineOutput, list[SearchedEntry]]:
         """Route, then search the chosen spaces as one ranking (see DESIGN.md, Routing).
-        ``expand_query`` subjects are split once and used for routing and retrieval."""
-        fallback = None if req.fallback_space_id is None else \
-            self.authorise(req.fallback_space_id, req.principal, Role.VIEWER)
-        subjects = split_subjects(req.query) if req.expand_query else ()
-        decision, failure, why, record = self.decide(req, Role.VIEWER, self.router)
+        ``inputs``: what the read computed once (:class:`RouteInputs`); without them the
+        planner splits, embeds, compiles and authorises the fallback itself."""
+        if inputs is None:
+            subjects = tuple(split_subjects(req.query)) if req.expand_query else ()
+            inputs = RouteInputs(self.embedder.embed([req.query, *subjects]), subjects,
+                                 RequestFilters(req, self.store, self.spec),
+                                 None if req.fallback_space_id is None else self.authorise(
+                                     req.fallback_space_id, req.principal, Role.VIEWER))
+        fallback, subjects = inputs.fallback, inputs.subjects
+        decision, failure, why, record = self.decide(req, Role.VIEWER, self.router,
+                                                     inputs.vectors[0], inputs.filters)
         if decision is not None and subjects:
-            decision, record = self.widen_by_subjects(req, decision, record, subjects)
+            decision, record = self.widen_by_subjects(req, decision, record, subjects,
+                                                      inputs)
         reason = failure if failure is not None else (
             decision.reason if decision is not None and decision.abstained else None)
         if failure is not None:
@@ -129,7 +154,7 @@ class RoutePlanner:
         if reason is not None and fallback is not None:
             record = dataclasses.replace(record, fallback=fallback.space_id)
             out = pipeline.run(self.components, req, [fallback.space_id], subjects=subjects,
-                               routing=record)
+                               routing=record, vectors=inputs.vectors, filters=inputs.filters)
             return out, [SearchedEntry(fallback.space_id, None, reason.value,
                                                         "fallback")]
         if failure is not None:
@@ -141,14 +166,15 @@ class RoutePlanner:
             return out, [SearchedEntry(None, None if top is None else top.confidence,
                                        reason.value)]
         out = pipeline.run(self.components, req, [c.space_id for c in decision.chosen],
-                           isolate_failures=True, subjects=subjects, routing=record)
+                           isolate_failures=True, subjects=subjects, routing=record,
+                           vectors=inputs.vectors, filters=inputs.filters)
         return out, [
             SearchedEntry(c.space_id, c.confidence,
                           RouteReason.SEARCH_FAILED.value if c.space_id in out.failed else None)
             for c in decision.chosen]
 
     def widen_by_subjects(self, req: RetrieveRequest, decision: RouteDecision,
-                          record: RoutingTrace, subjects: Sequence[str]
+                          record: RoutingTrace, subjects: Sequence[str], inputs: RouteInputs
                           ) -> tuple[RouteDecision, RoutingTrace]:
         """``expand_query`` on a routed read: each subject is routed too, and the spaces it
         picks join the whole question's (whole question's first, then by confidence), up to
@@ -157,9 +183,9 @@ class RoutePlanner:
         routed exactly as without the flag."""
         picks: list[Any] = []
         routes = []
-        for subject in subjects:
-            sub, _, _, _ = self.decide(dataclasses.replace(req, query=subject), Role.VIEWER,
-                                       self.router)
+        for subject, vec in zip(subjects, inputs.vectors[1:], strict=True):
+            sub, _, _, _ = self.decide(req.replace(query=subject), Role.VIEWER,
+                                       self.router, vec, inputs.filters)
             assert sub is not None  # the eligible set and router are the question's
             routes.append(SubjectRoute(subject, tuple(c.space_id for c in sub.chosen),
                                        None if sub.reason is None else sub.reason.value))
@@ -177,22 +203,22 @@ class RoutePlanner:
         return widened, dataclasses.replace(record, chosen=tuple(c.space_id for c in chosen),
                                             reason=None, decided=True, widened_by_subjects=True)
 
-    def route_write(self, space_id: str | None, route: str | None, content: Any,
+    def route_write(self, space_id: str | None, route: str | None, content: str,
                     principal: str | None) -> str:
         """The space a ``write(route="auto", ...)`` files into: the router's best space among
         those where ``principal`` is developer or owner (``max_targets`` 1, the configured
         thresholds), else the default space (``principal`` must be developer there). A router
         that cannot work (``router_disabled``, ``model_unavailable``,
         ``answer_outside_candidates``) is 422 ``no_route_target``, as is "nothing fits" in a
-        store without a default space the principal may write to."""
+        store without a default space the principal may write to. ``content`` is the
+        write's, checked already (:class:`memory_core.requests.WriteItem`)."""
         check_target(space_id, route)
         if route != "auto":
             raise invalid("invalid_choice", f"route must be 'auto'; got {route!r}", "route")
-        content = check_content(content)
-        req = RetrieveRequest(query=self.redactor.apply(content.strip()), route="auto",
-                              max_targets=1, principal=principal, limit=self.spec.default_limit,
-                              mode=Mode(self.spec.default_mode),
-                              channels=Retrieval(self.spec.default_channels))
+        req = RetrieveRequest.of(query=self.redactor.apply(content.strip()), route="auto",
+                                 max_targets=1, principal=principal,
+                                 limit=self.spec.default_limit, mode=Mode(self.spec.default_mode),
+                                 channels=Retrieval(self.spec.default_channels))
         decision, failure, why, _ = self.decide(req, Role.DEVELOPER, self.router)
         if failure not in (None, RouteReason.NO_CANDIDATES):
             raise MemoryCoreError(ErrorCode.NO_ROUTE_TARGET, failure.value, why, "route")
@@ -210,7 +236,7 @@ class RoutePlanner:
         return default.space_id
 
 
-def _probed(record: RoutingTrace, failed: dict[str, str]) -> RoutingTrace:
+def _probed(record: RoutingTrace, failed: Mapping[str, str]) -> RoutingTrace:
     """The record with the spaces whose evidence probe failed (when any did)."""
     return dataclasses.replace(record, probe_failed=frozen_map(failed)) if failed else record
 

@@ -9,7 +9,7 @@ freed by reference counting when it returns, and CPython's allocation count fall
 go, so with the threshold raised over the read most of that work is never needed at all. On
 LoCoMo, in runs alternating with and without it, fast-mode p50 was 1.26x the bare
 embed-and-search baseline with the pause (three runs) and 1.27-1.28x without
-(``benchmarks/floor.py``; ``docs/recorded_figures.md``).
+(``benchmarks/floor.py``; ``docs/recorded_figures_archive.md``).
 
 The pause raises the first threshold to :data:`PAUSED_THRESHOLD` rather than turning collection
 off, so collection still runs if the process keeps allocating: a read that hangs (a custom

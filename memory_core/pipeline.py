@@ -1,6 +1,6 @@
 """The only module that knows the stage order of one retrieve. :func:`run` is this list:
 
-    1. filters, compiled per space (``compile_filter``)
+    1. filters, compiled once per space (``RequestFilters``)
     2. channels (dense, keyword, temporal, entity) per space -> fusion -> graph expansion from
        the top fused hits (skipped under ``as_of``) -> fusion again
        (:mod:`memory_core.channels.pool`); several spaces ranked as one collection;
@@ -34,7 +34,7 @@ from memory_core.config import RerankScorer
 from memory_core.errors import ErrorCode, MemoryCoreError
 from memory_core.expansion import escalation
 from memory_core.expansion.subjects import expansion_record, split_subjects
-from memory_core.filters.compile import compile_filter
+from memory_core.filters.compile import RequestFilters
 from memory_core.fusion.rrf import rrf
 from memory_core.rerank import stage as scoring
 from memory_core.results import rows
@@ -44,8 +44,9 @@ from memory_core.results.dedup import collapse_duplicates, prefer_observations
 from memory_core.store import SqlFilter, require_rowid, rowid_of
 from memory_core.trace import (ContextHitsTrace, DedupTrace, FallbackTrace, FilterTrace,
                                RecentTurnsTrace, RoutingTrace, TimeTrace, Trace)
-from memory_core.types import (Candidate, Drop, Include, MemoryType, Mode, Ranked, Result,
-                               RetrieveRequest, Tier, frozen_map)
+from memory_core.requests import RetrieveRequest
+from memory_core.types import (Candidate, Drop, Include, MemoryType, Mode, Ranked, Result, Tier,
+                               frozen_map)
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +66,8 @@ class SearchFailed(MemoryCoreError):
 
 def run(comp: Components, request: RetrieveRequest, space_ids: Sequence[str], *,
         isolate_failures: bool = False, subjects: Sequence[str] | None = None,
-        routing: RoutingTrace | None = None) -> PipelineOutput:
+        routing: RoutingTrace | None = None, vectors: Any = None,
+        filters: RequestFilters | None = None) -> PipelineOutput:
     """One retrieve over the given (already authorised) spaces: the stages of the module
     docstring, in that order.
 
@@ -81,6 +83,11 @@ def run(comp: Components, request: RetrieveRequest, space_ids: Sequence[str], *,
     scoring, ``limit`` and budget; the trace's ``expansion`` records the subjects and what each
     contributed. A single-subject question is retrieved exactly as without the flag.
 
+    ``vectors`` (the question's and each subject's embedding, as the embedder gave them) and
+    ``filters`` (the request's compiled filters) are passed by a caller that has them already
+    (the read path embeds a question once and compiles each space's filter once per request);
+    without them the pipeline makes its own.
+
     Escalation (``escalate.enabled``; :mod:`memory_core.expansion.escalation`) runs a second,
     rewritten and widened search when the first is thin or unconfident; the trace's ``tier``
     says which tier answered. ``routing``: the route planner's record of a routed read.
@@ -88,24 +95,28 @@ def run(comp: Components, request: RetrieveRequest, space_ids: Sequence[str], *,
     t0 = time.perf_counter()
     if subjects is None:
         subjects = split_subjects(request.query) if request.expand_query else ()
-    vectors = comp.embedder.embed([request.query, *subjects])
+    if vectors is None:
+        vectors = comp.embedder.embed([request.query, *subjects])
     if comp.query_adapter is not None:  # the query side only (channels/query_adapter.py)
         vectors = comp.query_adapter.apply(vectors)
     query_vec = vectors[0]
     # query_timestamp moves "now" for the query's relative dates; it removes nothing
     now = request.query_timestamp or comp.clock()
     window = times.text_window(request.query, now) if comp.spec.channels.temporal else None
-    failed: dict[str, str] = {}
-    filters, filter_traces = _filters(comp, request, space_ids, failed, isolate_failures)
+    if filters is None:
+        filters = RequestFilters(request, comp.store, comp.spec)
+    flts, filter_traces, failed = _filters(filters, space_ids, isolate_failures)
 
     # 2. channels and fusion: the whole question, then each subject
-    whole = pool(comp, request, space_ids, query_vec, filters, window, failed,
-                        isolate_failures)
+    whole = pool(comp, request, space_ids, query_vec, flts, window, isolate_failures, failed)
+    failed = {**failed, **whole.failed}
     found = [whole.candidates]
     for subject, vec in zip(subjects, vectors[1:], strict=True):
         sub_window = times.text_window(subject, now) if comp.spec.channels.temporal else None
-        found.append(pool(comp, dataclasses.replace(request, query=subject), space_ids, vec,
-                          filters, sub_window, failed, isolate_failures).candidates)
+        sub = pool(comp, request.replace(query=subject), space_ids, vec, flts, sub_window,
+                   isolate_failures, failed)
+        failed = {**failed, **sub.failed}
+        found.append(sub.candidates)
     if isolate_failures and space_ids and set(failed) >= set(space_ids):
         raise SearchFailed(failed)
     pooled = rrf(found, k=comp.spec.fusion.rrf_k) if subjects else whole.candidates
@@ -114,14 +125,15 @@ def run(comp: Components, request: RetrieveRequest, space_ids: Sequence[str], *,
     # 3. escalation
     tier, escalated = Tier.HYBRID, None
     why = escalation.triggers(comp.spec, pooled, whole.channels, lambda: sum(
-        len(comp.store.eligible_rowids(s, filters[s])) for s in space_ids if s in filters))
+        len(comp.store.eligible_rowids(s, flts[s])) for s in space_ids if s in flts))
     first_pass = {c.memory_id for c in pooled}
     if why:
         plan = escalation.rewrite(comp.spec, comp.store, comp.embedder, request, query_vec,
                                   pooled)
         second = pool(dataclasses.replace(comp, spec=plan.spec),
-                      dataclasses.replace(request, query=plan.query), space_ids, plan.vector,
-                      filters, window, failed, isolate_failures)
+                      request.replace(query=plan.query), space_ids, plan.vector,
+                      flts, window, isolate_failures, failed)
+        failed = {**failed, **second.failed}
         pooled, escalated = escalation.merge(comp.spec, plan, pooled, second.candidates, why,
                                              second.channels, second.lists)
         tier = Tier.ESCALATED
@@ -129,7 +141,7 @@ def run(comp: Components, request: RetrieveRequest, space_ids: Sequence[str], *,
 
     # 4. dedup, prefer_observations, include
     ranked, dedup = _dedup(comp, request, ranked)
-    ranked, prefer_note = _prefer_observations(comp, request, ranked, filters)
+    ranked, prefer_note = _prefer_observations(comp, request, ranked, flts)
     ranked = cut_include(comp.store, ranked, request.include)
 
     # 5. scoring
@@ -153,7 +165,7 @@ def run(comp: Components, request: RetrieveRequest, space_ids: Sequence[str], *,
     # 7. context hits
     hits = hits_record = None
     if request.context_hits:
-        hits, hits_record = gather_context_hits(comp.store, shown, filters,
+        hits, hits_record = gather_context_hits(comp.store, shown, flts,
                                                 comp.spec.context_hits)
     trace = Trace(
         mode=request.mode, channels_used=request.channels,
@@ -211,18 +223,17 @@ def cached(trace: Trace, receipt_id: str) -> Trace:
     return dataclasses.replace(trace, tier=Tier.CACHE, cached_from=receipt_id)
 
 
-def _filters(comp: Components, request: RetrieveRequest, space_ids: Sequence[str],
-             failed: dict[str, str], isolate: bool
-             ) -> tuple[dict[str, SqlFilter], dict[str, FilterTrace]]:
-    """Stage 1: each space's compiled filter and its record (fuzzy resolutions and the like;
-    only spaces with something to record). A space whose filter raises (other than a
-    ``MemoryCoreError``) is recorded in ``failed`` like a failed search when ``isolate``."""
-    filters: dict[str, SqlFilter] = {}
+def _filters(filters: RequestFilters, space_ids: Sequence[str], isolate: bool
+             ) -> tuple[dict[str, SqlFilter], dict[str, FilterTrace], dict[str, str]]:
+    """Stage 1: each space's compiled filter, its record (fuzzy resolutions and the like; only
+    spaces with something to record), and the spaces whose filter raised (other than a
+    ``MemoryCoreError``), recorded like a failed search when ``isolate``."""
+    out: dict[str, SqlFilter] = {}
     records: dict[str, FilterTrace] = {}
+    failed: dict[str, str] = {}
     for space_id in space_ids:
-        record: dict[str, Any] = {}
         try:
-            filters[space_id] = compile_filter(request, comp.store, space_id, comp.spec, record)
+            out[space_id], record = filters.traced(space_id)
         except MemoryCoreError:
             raise
         except Exception as exc:  # recorded per space like a failed search
@@ -230,9 +241,10 @@ def _filters(comp: Components, request: RetrieveRequest, space_ids: Sequence[str
                 raise
             failed[space_id] = f"{type(exc).__name__}: {exc}"
             log.warning("filter of space %r failed: %s", space_id, failed[space_id])
-        if record:
-            records[space_id] = FilterTrace.of(record)
-    return filters, records
+            continue
+        if record is not None and record.to_dict():
+            records[space_id] = record
+    return out, records, failed
 
 
 def _dedup(comp: Components, request: RetrieveRequest, ranked: Ranked

@@ -12,11 +12,13 @@ from memory_core import entity_graph
 from memory_core.access import Role
 from memory_core.config import EngineSpec
 from memory_core.errors import invalid
-from memory_core.filters.compile import compile_filter
+from memory_core.filters.compile import RequestFilters, compile_filter
 from memory_core.store import SqlFilter, StoreBackend, rowid_of
 from memory_core.trace import RecentTurnsTrace
-from memory_core.request import parse_request
-from memory_core.types import Memory, RetrieveRequest, RetrieveResponse, SearchedEntry, Space
+from memory_core import requests
+from memory_core.requests import parse_request
+from memory_core.types import Memory, RetrieveResponse, SearchedEntry, Space
+from memory_core.requests import RetrieveRequest
 from memory_core.validate import check_mapping, check_text
 
 
@@ -33,9 +35,7 @@ def merge_body(request: Mapping[str, Any] | None, fields: Mapping[str, Any]) -> 
 def addressed_only(body: Mapping[str, Any], call: str) -> None:
     """``route`` in a call that reads one named space is 422 ``addressed_only``."""
     if body.get("route") is not None:
-        raise invalid("addressed_only", f"{call} is addressed only: give space_id, not "
-                      "route (use retrieve(route='auto', format='block') for a routed "
-                      "block)", "route")
+        raise requests.addressed_only(call)
 
 
 def recall_body(request: Mapping[str, Any] | None, fields: Mapping[str, Any],
@@ -51,17 +51,12 @@ def recall_body(request: Mapping[str, Any] | None, fields: Mapping[str, Any],
     return body, sections
 
 
-def context_body(request: Mapping[str, Any] | None, fields: Mapping[str, Any], call: str,
-                 on_for_context: bool) -> dict[str, Any]:
-    """A context call's request: addressed only (seed: ``route`` is 422), a block, and
-    context hits unless the request says otherwise (``context_hits.on_for_context``)."""
-    body = merge_body(request, fields)
-    addressed_only(body, call)
-    if body.get("format") is None:
-        body["format"] = "block"
-    if body.get("context_hits") is None:
-        body["context_hits"] = on_for_context
-    return body
+def context_body(request: Mapping[str, Any] | None, fields: Mapping[str, Any]
+                 ) -> dict[str, Any]:
+    """A context call's request body (a mapping and keyword fields, a field given twice 422);
+    its rules (addressed only, a block, context hits unless it says otherwise) are
+    :class:`memory_core.requests.ContextRequest`'s."""
+    return merge_body(request, fields)
 
 
 def session_body(body: dict[str, Any], space_id: Any, session_id: Any, max_id_chars: int
@@ -92,12 +87,14 @@ def session_scope(store: StoreBackend, space_id: str, session_id: str, body: dic
 
 
 def append_recent(store: StoreBackend, spec: EngineSpec, req: RetrieveRequest, context: str | None,
-                  shown: set[str], searched: Sequence[SearchedEntry] | None, session_id: str
-                  ) -> tuple[str, RecentTurnsTrace]:
+                  shown: set[str], searched: Sequence[SearchedEntry] | None, session_id: str,
+                  filters: RequestFilters | None = None) -> tuple[str, RecentTurnsTrace]:
     """The block plus the session's latest turns (``context_hits.recent_turns``), under the
     request's filter (its ``session_id`` aside) and, with ``context_max_tokens``, as many of
     the newest as fit after the recalled block; the record says which were shown and cut.
-    ``shown``: the memory ids already in the results."""
+    ``shown``: the memory ids already in the results; ``filters``: the read's compiled
+    filters (each space's compiled once per request)."""
+    filters = filters or RequestFilters(req, store, spec)
     spaces = [req.space_id] if searched is None else [
         e.space_id for e in searched
         if e.space_id is not None and (e.reason is None or e.stage == "fallback")]
@@ -105,7 +102,7 @@ def append_recent(store: StoreBackend, spec: EngineSpec, req: RetrieveRequest, c
     for space_id in spaces:
         if space_id is None:
             continue
-        flt = compile_filter(req, store, space_id, spec)
+        flt = filters.of(space_id)
         rows.extend(r for r in store.recent_in_session(
             space_id, session_id, flt, spec.context_hits.recent_turns)
             if f"mem_{r}" not in shown)
@@ -143,7 +140,7 @@ class SeedReads:
     store: StoreBackend
 
     def _serve(self, body: dict[str, Any], recent_session: str | None = None,
-               session_scope: Mapping[str, str] | None = None, context_call: bool = False,
+               session_scope: Mapping[str, str] | None = None, context_call: str | None = None,
                sections_only: bool = False, fold_sections: bool = False
                ) -> RetrieveResponse:
         raise NotImplementedError  # the engine's
@@ -170,9 +167,8 @@ class SeedReads:
         among its context hits folded into the block, indented under their hit
         (``context_hits.fold_sections``), as many as fit ``context_max_tokens``; the trace's
         ``context_hits`` lists the rows folded and those left out (they stay context hits)."""
-        return self._serve(context_body(request, fields, "recall_context",
-                                        self.spec.context_hits.on_for_context),
-                           context_call=True, fold_sections=self.spec.context_hits.fold_sections)
+        return self._serve(context_body(request, fields), context_call="recall_context",
+                           fold_sections=self.spec.context_hits.fold_sections)
 
     def recall_session(self, space_id: str, session_id: str, query: str,
                        request: Mapping[str, Any] | None = None, **fields: Any
@@ -192,11 +188,10 @@ class SeedReads:
         principal = body.get("principal")
         self._authorised(space_id, principal if isinstance(principal, str) else None,
                          Role.VIEWER)
-        body = context_body(body, {"space_id": space_id, "query": query}, "session_context",
-                            self.spec.context_hits.on_for_context)
+        body = context_body(body, {"space_id": space_id, "query": query})
         applied = session_scope(self.store, space_id, session_id, body)
         return self._serve(body, recent_session=session_id, session_scope=applied,
-                           context_call=True, fold_sections=fold)
+                           context_call="session_context", fold_sections=fold)
 
     # -- the entity graph (:mod:`memory_core.entity_graph`) ----------------------------------
     def entities(self, space_id: str, principal: str | None = None, limit: int = 50,

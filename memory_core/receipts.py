@@ -16,8 +16,8 @@ from typing import Any
 
 from memory_core.errors import ErrorCode, MemoryCoreError
 from memory_core.trace import Trace
-from memory_core.types import (Candidate, Drop, DropReason, RetrieveRequest,
-                               SearchedEntry, frozen_map)
+from memory_core.types import Candidate, Drop, DropReason, SearchedEntry, frozen_map
+from memory_core.requests import RetrieveRequest
 
 SCHEMA_VERSION = 2
 """The receipt layout this engine writes; it reads this one and version 1 (no version field:

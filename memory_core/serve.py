@@ -1,9 +1,11 @@
-"""One read, start to end: validate, authorise, answer from the response cache or the
-pipeline (addressed) or the route planner (routed), add the session block's recent turns,
-assemble the typed trace into a receipt, record it, and cache the response.
+"""One read, start to end, in one pass: parse the request once (its model:
+:mod:`memory_core.requests`), authorise once (the space, or a routed read's fallback), answer
+from the response cache or the pipeline (addressed) or the route planner (routed) with the
+question embedded once and each space's filter compiled once, add the session block's recent
+turns, assemble the typed trace into a receipt, record it, and cache the response.
 
-:class:`ReadPath` is composed by :class:`memory_core.engine.MemoryEngine` per call from its
-current parts; every part it uses is a field.
+:class:`Reader` is built by :class:`memory_core.engine.MemoryEngine` when it opens (and again
+when its parts are swapped); every part it uses is a field.
 """
 
 from __future__ import annotations
@@ -20,19 +22,20 @@ from memory_core.components import Components
 from memory_core.access import Role
 from memory_core.cache import ResponseCache, TraceLog, cache_key
 from memory_core.config import EngineSpec
-from memory_core.engine_routing import RoutePlanner
+from memory_core.engine_routing import RouteInputs, RoutePlanner
+from memory_core.expansion.subjects import split_subjects
+from memory_core.filters.compile import RequestFilters
 from memory_core.receipts import Receipt, build_receipt, new_receipt_id
-from memory_core.request import parse_request
 from memory_core.store import StoreBackend
 from memory_core.times import Clock, format_instant
 from memory_core.trace import FallbackTrace
-from memory_core.types import (ContextHit, Mode, Result, RetrieveRequest, RetrieveResponse,
-                               Space, Tier, frozen_map)
+from memory_core.types import ContextHit, Mode, Result, RetrieveResponse, Space, Tier, frozen_map
+from memory_core.requests import RetrieveRequest, parse_request
 
 
 @dataclass(frozen=True)
-class ReadPath:
-    """The parts one read uses."""
+class Reader:
+    """The parts every read uses."""
 
     spec: EngineSpec
     store: StoreBackend
@@ -44,14 +47,17 @@ class ReadPath:
     available_modes: frozenset[Mode]
     rerank_unavailable: str | None  # why accurate mode is unavailable (None: it is available)
     authorise: Callable[[str, str | None, Role], Space]
+    model: type[RetrieveRequest] = RetrieveRequest  # what a retrieve body is parsed with
 
     def serve(self, body: dict[str, Any], recent_session: str | None = None,
-               session_scope: Mapping[str, str] | None = None, context_call: bool = False,
-               sections_only: bool = False, fold_sections: bool = False) -> RetrieveResponse:
+              session_scope: Mapping[str, str] | None = None, context_call: str | None = None,
+              sections_only: bool = False, fold_sections: bool = False) -> RetrieveResponse:
         """Validate, then answer from the cache or the pipeline; record the trace.
         ``recent_session``: :meth:`session_context`'s session, whose latest turns follow the
         block; ``session_scope``: the scope it took from the session (for the trace);
-        ``context_call``: a context call (its context hits: ``context_entity_cards`` cards);
+        ``context_call``: a context call's name (its body is a
+        :class:`memory_core.requests.ContextRequest`; its context hits carry
+        ``context_entity_cards`` cards);
         ``sections_only``: the context hits are section rows only (the agent-memory seed's
         default expansion); ``fold_sections``: a block folds the section rows under their
         hit (:func:`memory_core.context.fold_sections`).
@@ -61,16 +67,18 @@ class ReadPath:
                                sections_only, fold_sections)
 
     def _serve(self, body: dict[str, Any], recent_session: str | None,
-               session_scope: Mapping[str, str] | None, context_call: bool,
+               session_scope: Mapping[str, str] | None, context_call: str | None,
                sections_only: bool, fold_sections: bool) -> RetrieveResponse:
         t0 = time.perf_counter()
         req = parse_request(body, self.spec, self.available_modes,
-                            {Mode.ACCURATE: self.rerank_unavailable or ""})
+                            {Mode.ACCURATE: self.rerank_unavailable or ""}, call=context_call,
+                            model=self.model)
+        fallback = None
         if req.route is None:
             assert req.space_id is not None
             self.authorise(req.space_id, req.principal, Role.VIEWER)
-        if req.fallback_space_id is not None:
-            self.authorise(req.fallback_space_id, req.principal, Role.VIEWER)
+        elif req.fallback_space_id is not None:  # authorised once, here, for the planner
+            fallback = self.authorise(req.fallback_space_id, req.principal, Role.VIEWER)
         # one indexed read a request, only when a cache can use it: an addressed read is kept
         # by its space's version alone, a routed one by every space's (any could be picked)
         if not self.spec.cache.enabled:
@@ -82,7 +90,8 @@ class ReadPath:
             versions = self.store.versions()
         day = None if req.query_timestamp else format_instant(self.clock())[:10]
         key = cache_key(req, day, {"recent_session": recent_session, "mode_given":
-                                   body.get("mode") is not None, "context_call": context_call,
+                                   body.get("mode") is not None,
+                                   "context_call": context_call is not None,
                                    "sections_only": sections_only, "fold": fold_sections}
                         ) if self.spec.cache.enabled else ""  # a disabled cache keys nothing
         trace_id = new_receipt_id()
@@ -99,6 +108,7 @@ class ReadPath:
                 receipt_id=trace_id if req.receipt else None,
                 query_ms=round((time.perf_counter() - t0) * 1000, 3))
         searched = None
+        filters = RequestFilters(req, self.store, self.spec)  # each space's compiled once
         if req.route is None:
             assert req.space_id is not None  # parse_request: exactly one of space_id and route
             comp = self.components
@@ -112,9 +122,12 @@ class ReadPath:
             if hits is not None:
                 comp = dataclasses.replace(comp, spec=dataclasses.replace(self.spec,
                                                                           context_hits=hits))
-            out = pipeline.run(comp, req, [req.space_id])
+            out = pipeline.run(comp, req, [req.space_id], filters=filters)
         else:
-            out, searched = self.planner.routed_read(req)
+            subjects = tuple(split_subjects(req.query)) if req.expand_query else ()
+            vectors = self.components.embedder.embed([req.query, *subjects])  # once
+            out, searched = self.planner.routed_read(req, RouteInputs(vectors, subjects,
+                                                                      filters, fallback))
         trace = out.trace
         if body.get("mode") is None and req.mode.value != self.spec.default_mode:
             trace = pipeline.served(trace, fallback=FallbackTrace(
@@ -133,7 +146,7 @@ class ReadPath:
         if recent_session is not None and req.format == "block":
             context, recent = reads.append_recent(
                 self.store, self.spec, req, context, {r.memory_id for r in out.results},
-                searched, recent_session)
+                searched, recent_session, filters)
             trace = pipeline.served(trace, session_scope=session_scope, recent_turns=recent)
             token_estimate = blocks.estimate_tokens(context, self.spec.context.chars_per_token)
         receipt = build_receipt(trace_id, now, req, out.kept, out.drops, searched, trace)

@@ -29,19 +29,15 @@ from memory_core.results.dedup import minhash_signature
 from memory_core.embed import Embedder, content_hash
 from memory_core.entities import extract_entities
 from memory_core.errors import invalid
-from memory_core.filters.scope import check_write_scopes
 from memory_core.redact import Redactor
 from memory_core.store import NewMemory, SqlFilter, StoreBackend, rowid_of
-from memory_core.times import Clock, event_window, format_instant, normalize_instant
+from memory_core.times import Clock, event_window, format_instant
 from memory_core.types import Memory, MemoryType
-from memory_core.validate import (MAX_TAG_CHARS, check_clean, check_content, check_mapping,
-                                  check_metadata, check_reserved, check_text)
+from memory_core.requests.write import WRITE_FIELDS, WriteItem, parse_item, sent_timestamp
 
 log = logging.getLogger(__name__)
 
-WRITE_FIELDS = ("content", "timestamp", "tags", "user_id", "agent_id", "session_id", "metadata",
-                "document_id", "scopes")
-MAX_WRITE_TAGS = 50
+__all__ = ["WRITE_FIELDS", "Writer", "WriteReport", "split_text", "occurred"]
 
 
 @dataclass(frozen=True)
@@ -62,7 +58,8 @@ class Writer:
         share its passage, ``write.split_max_chars``)."""
         return self.write_batch(space_id, items).memory_ids
 
-    def write_batch(self, space_id: str, items: Sequence[Mapping[str, Any]]) -> WriteReport:
+    def write_batch(self, space_id: str, items: Sequence[Mapping[str, Any]],
+                    parsed: Sequence[WriteItem] | None = None) -> WriteReport:
         """:meth:`write_many`, reporting the document uploads collapsed at ingest.
 
         Seed rule: byte-identical document uploads are collapsed (content hash). An item with
@@ -74,14 +71,16 @@ class Writer:
         later is the same document). Items without a ``document_id`` (conversation turns,
         notes) are never collapsed: saying the same thing twice is two memories. The check
         runs under the space's writer lock, so two identical uploads racing in one process
-        store one copy."""
+        store one copy. ``parsed``: the items already checked (a routed write checks its item
+        before routing it)."""
         if not isinstance(items, Sequence) or isinstance(items, str | bytes):
             raise invalid("wrong_type", "items must be a list of mappings", "items")
         if not items:
             raise invalid("empty_items", "items must hold at least one memory to write",
                           "items")
         now = format_instant(self.clock())
-        checked = [self.check_item(i, item, now) for i, item in enumerate(items)]
+        checked = [self.check_item(i, item, now, None if parsed is None else parsed[i])
+                   for i, item in enumerate(items)]
         pieces = [(c, i, text) for c in checked
                   for i, text in enumerate(split_text(c["content"],
                                                       self.spec.write.split_max_chars))]
@@ -225,45 +224,21 @@ class Writer:
             sources.append(m)
         return sources
 
-    def check_item(self, index: int, item: Mapping[str, Any], now: str) -> dict[str, Any]:
-        """One write item checked and normalised: known fields only, non-empty content within
-        ``limits``, tags (at most :data:`MAX_WRITE_TAGS`, none reserved), metadata, ids, the
-        timestamp (kept as sent beside its canonical instant) and scope paths. Content is
-        redacted here, so store, passage, index, entities and blocks see only redacted text."""
-        where = f"items[{index}]"
-        limits = self.spec.limits
-        check_mapping(item, where)
-        unknown = sorted(set(item) - set(WRITE_FIELDS))
-        if unknown:
-            raise invalid("unknown_field", f"{where}: unknown field(s) {', '.join(unknown)}",
-                          unknown[0])
-        content = check_content(item.get("content"), where=f"{where}.content")
-        check_text(content, "content", limits.max_content_chars, limit_name="max_content_chars")
-        tags = item.get("tags") or ()
-        if isinstance(tags, str) or not isinstance(tags, Sequence) or not all(
-                isinstance(t, str) and t.strip() for t in tags):
-            raise invalid("wrong_type", f"{where}.tags must be a list of non-empty strings", "tags")
-        if len(tags) > MAX_WRITE_TAGS:
-            raise invalid("too_many_tags", f"{where}: at most {MAX_WRITE_TAGS} tags", "tags")
-        for t in tags:
-            check_text(t, "tags", MAX_TAG_CHARS, limit_name="max_tag_chars")
-        check_reserved(tags, self.spec.reserved_tag_prefix, "tags")
-        metadata = check_metadata(item.get("metadata"), "metadata", limits)
-        check_clean(item, where)  # scopes and anything else: valid text only
-        out: dict[str, Any] = {"content": self.redactor.apply(content.strip()),
-                               "tags": tuple(dict.fromkeys(tags)),
-                               "metadata": metadata}
-        for key in ("user_id", "agent_id", "session_id", "document_id"):
-            value = item.get(key)
-            if value is not None:
-                check_text(value, key, limits.max_id_chars, limit_name="max_id_chars")
-            out[key] = value
-        ts = item.get("timestamp")
-        out["timestamp"] = now if ts is None else normalize_instant(ts, "timestamp")
-        # seed rule: the timestamp comes back exactly as sent; the parsed instant filters
-        out["timestamp_sent"] = ts if isinstance(ts, str) else None
-        out["scopes"] = check_write_scopes(item.get("scopes"))
-        return out
+    def check_item(self, index: int, item: Any, now: str, parsed: WriteItem | None = None
+                   ) -> dict[str, Any]:
+        """One write item checked and normalised (:class:`memory_core.requests.WriteItem`:
+        known fields only, non-empty content within ``limits``, tags, metadata, ids, the
+        timestamp, scope paths) and the timestamp kept as sent beside its canonical instant.
+        Content is redacted here, so store, passage, index, entities and blocks see only
+        redacted text. ``parsed``: the item already checked (a routed write's)."""
+        if parsed is None:
+            parsed = parse_item(item, index, self.spec, now)
+        return {"content": self.redactor.apply(parsed.content.strip()), "tags": parsed.tags,
+                "metadata": parsed.metadata, "user_id": parsed.user_id,
+                "agent_id": parsed.agent_id, "session_id": parsed.session_id,
+                "document_id": parsed.document_id, "timestamp": parsed.timestamp or now,
+                # seed rule: the timestamp comes back exactly as sent; the parsed instant filters
+                "timestamp_sent": sent_timestamp(item), "scopes": parsed.scopes}
 
 
 @dataclass(frozen=True)

@@ -27,8 +27,9 @@ duplicate collapsed into), so the dashboard can link to it.
 
 Example:
     >>> from memory_core.receipts import KeptEntry, Receipt
-    >>> from memory_core.types import Drop, DropReason, Mode, Retrieval, RetrieveRequest, frozen_map
-    >>> q = RetrieveRequest(query="q", limit=1, mode=Mode.FAST, channels=Retrieval.HYBRID)
+    >>> from memory_core.types import Drop, DropReason, Mode, Retrieval, frozen_map
+    >>> from memory_core.requests import RetrieveRequest
+    >>> q = RetrieveRequest.of(query="q", limit=1, mode=Mode.FAST, channels=Retrieval.HYBRID)
     >>> r = Receipt("rcpt_1", "2024-01-01T00:00:00Z", q,
     ...             (KeptEntry("mem_2", "s", 1, 1.0, frozen_map({"dense": 2})),),
     ...             (Drop("mem_1", DropReason.DEDUP, "prefer_observations", 0.0328, 1,

@@ -16,7 +16,7 @@ from typing import Any
 import polars as pl
 
 from memory_core import MemoryCoreError, MemoryEngine
-from memory_core.request import parse_request
+from memory_core.requests import parse_request
 
 PLAYGROUND_FIELDS: dict[str, Any] = {"expand_query": True, "route": "auto"}
 """Optional request fields the playground offers, with the value that switches each on."""
@@ -30,7 +30,7 @@ def field_support(engine: MemoryEngine, name: str, value: Any, space_id: str | N
                   ) -> MemoryCoreError | None:
     """None when the engine's request validation accepts ``name=value``, else its error.
 
-    Only validates (``memory_core.request.parse_request`` with the engine's spec and modes);
+    Only validates (``memory_core.requests.parse_request`` with the engine's spec and modes);
     nothing is searched or written. ``route`` is probed without ``space_id`` (exactly one of
     the two may be given).
     """

@@ -31,7 +31,8 @@ from typing import Any, Protocol
 from memory_core.config import ChannelsSpec, EngineSpec
 from memory_core.store import SqlFilter, StoreBackend
 from memory_core.times import Window
-from memory_core.types import Candidate, Retrieval, RetrieveRequest
+from memory_core.types import Candidate, Retrieval
+from memory_core.requests import RetrieveRequest
 
 
 class Stage(IntEnum):

@@ -25,7 +25,7 @@ Until the space's index is built (once, by one process: :meth:`~memory_core.stor
 PgVectors.pgvector_build`), its searches are exact (``exact_unindexed``).
 
 Figures (``benchmarks/pg_scale.py``, ``benchmarks/pg_backend.py --dense``;
-docs/recorded_figures.md): recall@10 of the space's HNSW against exact search.
+docs/recorded_figures_archive.md): recall@10 of the space's HNSW against exact search.
 """
 
 from __future__ import annotations

@@ -27,11 +27,14 @@ from __future__ import annotations
 import logging
 from collections import Counter, defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
 from types import MappingProxyType
 
 import numpy as np
 
 from memory_core.channels.base import ChannelContext, ChannelResult, Stage
+from memory_core.config import ChannelsSpec, KeywordIdf, KeywordIndex, parse_choice
 from memory_core.store import SqlFilter, StoreBackend, memory_id_of
 from memory_core.store.postings import WORD
 from memory_core.channels.keyword_corpus import KeywordCorpus, corpus_of, unscorable
@@ -98,8 +101,56 @@ def single_token_words(store: StoreBackend, space_id: str, words: list[str]) -> 
     return [w for w, t in zip(words, terms, strict=True) if t is not None]
 
 
-IDF_CHOICES = ("store", "space")
-INDEX_CHOICES = ("auto", "fts5", "postings")
+@dataclass(frozen=True)
+class KeywordSettings:
+    """How :func:`search` scores, typed (the ``channels.keyword_*`` settings:
+    :meth:`of`): ``context_weight`` (a turn's neighbour turns beside its own text),
+    ``space_df_max`` (words common within the space left out), ``idf`` and
+    ``idf_prior_rows`` (whose counts weigh a word), ``index`` and ``index_threshold``
+    (FTS5 or the postings), ``corpus`` (a collection's statistics instead of the store's).
+    The defaults are a plain FTS5 search with the store's statistics; a choice may be given
+    as its string (tests, benchmarks) and is stored as its enum."""
+
+    context_weight: float = 0.0
+    space_df_max: float | None = None
+    idf: KeywordIdf = KeywordIdf.STORE
+    idf_prior_rows: float = 0.0
+    index: KeywordIndex = KeywordIndex.FTS5
+    index_threshold: int = 0
+    corpus: KeywordCorpus | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "idf", parse_choice(KeywordIdf, self.idf, "keyword idf"))
+        object.__setattr__(self, "index", parse_choice(KeywordIndex, self.index,
+                                                       "keyword index"))
+
+    @staticmethod
+    def of(ch: ChannelsSpec) -> KeywordSettings:
+        """The engine's settings (``channels.keyword_*``; the corpus file read once per
+        version of it)."""
+        return KeywordSettings(ch.keyword_context_weight, ch.keyword_space_df_max,
+                               ch.keyword_idf, ch.keyword_idf_prior_rows, ch.keyword_index,
+                               ch.keyword_index_threshold, corpus_of(ch))
+
+
+@lru_cache(maxsize=16)
+def _settings(ch: ChannelsSpec) -> KeywordSettings:
+    return KeywordSettings.of(ch)
+
+
+def settings_of(ch: ChannelsSpec) -> KeywordSettings:
+    """:meth:`KeywordSettings.of`, built once per channel spec (a corpus file is looked at on
+    each read: it may change between reads)."""
+    if ch.keyword_corpus is not None:
+        return KeywordSettings.of(ch)
+    return _settings(ch)
+
+
+def probe_settings(ch: ChannelsSpec) -> KeywordSettings:
+    """The routing probe's BM25 (:mod:`memory_core.channels.probe`): own text only, the
+    store's statistics, on the engine's index and corpus."""
+    return KeywordSettings(index=ch.keyword_index, index_threshold=ch.keyword_index_threshold,
+                           corpus=corpus_of(ch))
 
 
 def space_idf_scores(store: StoreBackend, space_id: str, words: list[str], flt: SqlFilter,
@@ -142,17 +193,15 @@ def space_idf_scores(store: StoreBackend, space_id: str, words: list[str], flt: 
 
 
 def search(store: StoreBackend, space_id: str, query: str, flt: SqlFilter, depth: int,
-           context_weight: float = 0.0, space_df_max: float | None = None,
-           idf: str = "store", idf_prior_rows: float = 0.0,
-           stats_spaces: Sequence[str] = (), index: str = "fts5",
-           index_threshold: int = 0, among: Sequence[int] | None = None,
-           matched: dict[str, tuple[np.ndarray, np.ndarray]] | None = None,
-           corpus: KeywordCorpus | None = None) -> list[Candidate]:
-    """Top ``depth`` eligible memories of the space by BM25; a turn's neighbour turns count
-    with ``context_weight`` beside its own text (``channels.keyword_context_weight``); words
-    common within the space are left out when ``space_df_max`` is set; ``idf`` ``store``
-    (FTS5's statistics) or ``space`` (:func:`space_idf_scores`, with ``idf_prior_rows``;
-    ``stats_spaces``: the other spaces of the same read, whose counts join the space's).
+           settings: KeywordSettings = KeywordSettings(), stats_spaces: Sequence[str] = (),
+           among: Sequence[int] | None = None,
+           matched: dict[str, tuple[np.ndarray, np.ndarray]] | None = None) -> list[Candidate]:
+    """Top ``depth`` eligible memories of the space by BM25 as ``settings`` say
+    (:class:`KeywordSettings`): a turn's neighbour turns count with ``context_weight`` beside
+    its own text (``channels.keyword_context_weight``); words common within the space are
+    left out when ``space_df_max`` is set; ``idf`` ``store`` (FTS5's statistics) or ``space``
+    (:func:`space_idf_scores`, with ``idf_prior_rows``; ``stats_spaces``: the other spaces of
+    the same read, whose counts join the space's).
 
     Where FTS5's statistics are the ones used (``idf="store"``, or the read's spaces are the
     whole store), a word that at least half of the rows hold is left out of the match unless
@@ -181,10 +230,8 @@ def search(store: StoreBackend, space_id: str, query: str, flt: SqlFilter, depth
     the collection whose totals and document counts stand for the store's; scored from the
     postings whatever the store's size.
     """
-    if idf not in IDF_CHOICES:
-        raise ValueError(f"idf must be one of {IDF_CHOICES}, got {idf!r}")
-    if index not in INDEX_CHOICES:
-        raise ValueError(f"index must be one of {INDEX_CHOICES}, got {index!r}")
+    context_weight, space_df_max = settings.context_weight, settings.space_df_max
+    idf, idf_prior_rows, corpus = settings.idf, settings.idf_prior_rows, settings.corpus
     words = query_words(query)
     if space_df_max is not None and words:
         common = set(space_common_words(store, space_id, words, space_df_max))
@@ -204,10 +251,10 @@ def search(store: StoreBackend, space_id: str, query: str, flt: SqlFilter, depth
     own_rows, own_space, ctx_rows, ctx_space = store.fulltext_sizes(spaces)
     if corpus is not None:  # the collection's N, not the store's
         (own_rows, _), (ctx_rows, _) = corpus.totals()
-    whole = idf == "store" or (own_space == own_rows and ctx_space == ctx_rows)
+    whole = idf is KeywordIdf.STORE or (own_space == own_rows and ctx_space == ctx_rows)
     hits = None
-    if corpus is not None or not fts5 or uses_postings(index, index_threshold, own_rows,
-                                                       space_df_max):
+    if corpus is not None or not fts5 or uses_postings(settings.index, settings.index_threshold,
+                                                       own_rows, space_df_max):
         # under FTS5's statistics the other spaces lend nothing but store-wide counts
         hits = postings_scores(store, space_id, words, flt, depth, context_weight, whole,
                                idf_prior_rows, [space_id] if whole else spaces, among, matched,
@@ -248,10 +295,7 @@ class KeywordChannel:
         ch = ctx.settings
         matched: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         found = search(ctx.parts.store, ctx.space_id, ctx.request.query, ctx.flt,
-                       ch.keyword_pool, ch.keyword_context_weight, ch.keyword_space_df_max,
-                       ch.keyword_idf, ch.keyword_idf_prior_rows, ctx.read_spaces,
-                       ch.keyword_index, ch.keyword_index_threshold, matched=matched,
-                       corpus=corpus_of(ch))
+                       ch.keyword_pool, settings_of(ch), ctx.read_spaces, matched=matched)
         return ChannelResult(self.name, tuple(found), matched=matched.get(ctx.space_id))
 
 

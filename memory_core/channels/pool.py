@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,7 +17,6 @@ import numpy as np
 
 from memory_core import times
 from memory_core.channels import keyword, registry
-from memory_core.channels.keyword_corpus import corpus_of
 from memory_core.channels.base import ChannelContext, SearchParts, Stage
 from memory_core.config import FusionMethod, FusionSpec
 from memory_core.errors import MemoryCoreError
@@ -25,34 +24,37 @@ from memory_core.fusion import fuse, terms_of
 from memory_core.fusion.boost import boosted, boosted_terms
 from memory_core.store import SqlFilter, rowid_of
 from memory_core.trace import CandidateLists, ChannelCounts, RecencyTerm, trace_rows
-from memory_core.types import Candidate, Channel, RetrieveRequest, frozen_map
+from memory_core.types import Candidate, Channel, frozen_map
+from memory_core.requests import RetrieveRequest
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class Pooled:
-    """One query's fused candidates and, per searched space, its channel counts and lists."""
+    """One query's fused candidates and, per searched space, its channel counts and lists
+    (the trace's records); each channel's own list and the completion scores (what a ranking
+    across spaces merges); and the spaces whose search failed (isolated reads)."""
 
     candidates: list[Candidate]
     channels: dict[str, ChannelCounts] = field(default_factory=dict)
     lists: dict[str, CandidateLists] = field(default_factory=dict)
+    channel_lists: tuple[list[Candidate], ...] = ()
+    completed: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    failed: Mapping[str, str] = field(default_factory=dict)
 
 
 def candidates_for_space(comp: SearchParts, request: RetrieveRequest, space_id: str,
                          query_vec: Any, flt: SqlFilter, window: times.Window | None = None,
-                         channel_lists: list[list[Candidate]] | None = None,
-                         read_spaces: Sequence[str] = (),
-                         channel_completed: dict[str, dict[str, float]] | None = None
-                         ) -> Pooled:
+                         read_spaces: Sequence[str] = ()) -> Pooled:
     """The channels (:func:`memory_core.channels.registry.channels`, in run order) over one
     space's eligible memories, fused (``fusion.method``: RRF or a weighted sum of normalised
     scores) over the union of their lists: the first stage, fused; each expansion, fused
-    again; each re-listing, fused again. ``channel_lists``, when given, receives each
-    channel's own list (for the cross-space ranking of routed reads); ``read_spaces``, every
-    space of such a read (their union makes the keyword channel's IDF under
-    ``channels.keyword_idf=space``); ``channel_completed``, when given, receives the completed
-    scores (``fusion.complete``, :func:`completed_scores`) for that ranking.
+    again; each re-listing, fused again. The returned :class:`Pooled` also carries each
+    channel's own list and the completed scores (``fusion.complete``,
+    :func:`completed_scores`), what the cross-space ranking of routed reads merges;
+    ``read_spaces``: every space of such a read (their union makes the keyword channel's IDF
+    under ``channels.keyword_idf=space``).
 
     ``request.channels`` selects the generators (each channel's ``wanted``): ``hybrid`` runs
     every channel the config enables; ``vector`` dense only; ``bm25`` keyword only; ``graph``
@@ -68,13 +70,19 @@ def candidates_for_space(comp: SearchParts, request: RetrieveRequest, space_id: 
     gaps: dict[str, float] = {}
     completing = (ctx.hybrid and bool(spec.fusion.complete)
                   and spec.fusion.method is FusionMethod.WEIGHTED)
-    completed: dict[str, dict[str, float]] = {}
-    asked: dict[str, set[str]] = {}
+    completed: dict[str, dict[str, float]] = {}  # channel -> memory -> completed score
+    asked: dict[str, frozenset[str]] = {}  # channel -> memories completion has scored
 
     def fused_now(complete: bool = True) -> list[Candidate]:
+        nonlocal completed, asked
         if completing and complete:
-            completed_scores(comp, request, space_id, query_vec, flt, lists, read_spaces,
-                             completed, asked, matched)
+            found = completed_scores(comp, request, space_id, query_vec, flt, lists,
+                                     read_spaces, asked, matched)
+            completed = {c: {**completed.get(c, {}), **found.get(c, {})}
+                         for c in dict.fromkeys([*completed, *found])}
+            scored = frozenset(pooled_ids(lists))
+            asked = {c: asked.get(c, frozenset()) | (scored if c in found else frozenset())
+                     for c in dict.fromkeys([*asked, *found])}
         return fuse(lists, spec.fusion, completed)  # fusion.method: rrf | weighted
 
     fused: list[Candidate] = []
@@ -120,21 +128,19 @@ def candidates_for_space(comp: SearchParts, request: RetrieveRequest, space_id: 
                                       for m, t in terms.items() if m in shown}),
                           frozen_map({m: frozen_map(v) for m, v in by_memory.items()}),
                           recency_terms(lists, gaps, spec.fusion, shown), conversation)
-    if channel_lists is not None:
-        channel_lists.extend(lists)
-    if channel_completed is not None:
-        for name, scores in completed.items():
-            channel_completed.setdefault(name, {}).update(scores)
-    return Pooled(fused, {space_id: record}, {space_id: rows})
+    return Pooled(fused, {space_id: record}, {space_id: rows}, tuple(lists), completed)
+
+
+def pooled_ids(lists: Sequence[Sequence[Candidate]]) -> set[str]:
+    return {c.memory_id for lst in lists for c in lst}
 
 
 def completed_scores(comp: SearchParts, request: RetrieveRequest, space_id: str,
                      query_vec: Any, flt: SqlFilter, lists: Sequence[Sequence[Candidate]],
-                     read_spaces: Sequence[str], into: dict[str, dict[str, float]],
-                     asked: dict[str, set[str]], matched: tuple[Any, Any] | None = None) -> None:
+                     read_spaces: Sequence[str], asked: Mapping[str, frozenset[str]],
+                     matched: tuple[Any, Any] | None = None) -> dict[str, dict[str, float]]:
     """``fusion.complete``: the scores that the channels it names (dense, keyword) give the
-    pooled memories of ``lists`` they did not list, added to ``into`` (channel -> {memory id:
-    score}).
+    pooled memories of ``lists`` they did not list (channel -> {memory id: score}).
 
     Dense: the memory's vector in the space's index against the query vector the channel
     searched with (the cosine the channel would have listed it with; no store read). Keyword:
@@ -142,20 +148,19 @@ def completed_scores(comp: SearchParts, request: RetrieveRequest, space_id: str,
     (``keyword.search(among=...)``, or read from ``matched``, the keyword search's own scores
     of every row holding a query word, when the postings answered it), so the score is the one
     a deeper keyword list would have shown; a memory holding no query word gets none (the
-    channel's floor in the fusion). ``asked`` (channel -> memory ids) keeps what was already
+    channel's floor in the fusion). ``asked`` (channel -> memory ids) is what was already
     scored, so a second fusion after graph expansion costs only the new ones. The pooled
     memories passed the request's filter in the channel that found them, so neither read
     checks it again.
     """
-    pooled = {c.memory_id for lst in lists for c in lst}
+    pooled = pooled_ids(lists)
+    out: dict[str, dict[str, float]] = {}
     for lst in lists:
         if not lst or lst[0].channel.value not in comp.spec.fusion.complete:
             continue
         channel = lst[0].channel
-        done = into.setdefault(channel.value, {})
-        seen = asked.setdefault(channel.value, set())
-        fresh = pooled - {c.memory_id for c in lst} - seen
-        seen |= fresh
+        done = out.setdefault(channel.value, {})
+        fresh = pooled - {c.memory_id for c in lst} - asked.get(channel.value, frozenset())
         id_of = {r: m for m in fresh if (r := rowid_of(m)) is not None}  # row -> memory id
         if not id_of:
             continue
@@ -172,13 +177,11 @@ def completed_scores(comp: SearchParts, request: RetrieveRequest, space_id: str,
             done.update(zip([id_of[r] for r in rows[hit].tolist()], scores[hit].tolist(),
                             strict=True))
             continue
-        ch = comp.spec.channels
         found = keyword.search(comp.store, space_id, request.query, flt, len(missing),
-                               ch.keyword_context_weight, ch.keyword_space_df_max,
-                               ch.keyword_idf, ch.keyword_idf_prior_rows, read_spaces,
-                               ch.keyword_index, ch.keyword_index_threshold, among=missing,
-                               corpus=corpus_of(ch))
+                               keyword.settings_of(comp.spec.channels), read_spaces,
+                               among=missing)
         done.update((c.memory_id, c.score) for c in found)
+    return out
 
 
 def merge_across_spaces(lists: Sequence[Sequence[Candidate]]) -> list[list[Candidate]]:
@@ -212,23 +215,22 @@ def merge_across_spaces(lists: Sequence[Sequence[Candidate]]) -> list[list[Candi
 
 
 def pool(comp: SearchParts, request: RetrieveRequest, space_ids: Sequence[str], query_vec: Any,
-         filters: dict[str, SqlFilter], window: times.Window | None, failed: dict[str, str],
-         isolate: bool) -> Pooled:
-    """One query's fused candidates over the spaces: one space's own fused list, or for several
-    spaces each channel merged across them (:func:`merge_across_spaces`) and fused once.
-    With ``isolate`` a space whose search raises (other than a ``MemoryCoreError``) is recorded
-    in ``failed`` and left out; without it the error propagates."""
-    live = [s for s in space_ids if s not in failed]
+         filters: Mapping[str, SqlFilter], window: times.Window | None, isolate: bool,
+         skip: Collection[str] = ()) -> Pooled:
+    """One query's fused candidates over the spaces (those not in ``skip``, which failed
+    before): one space's own fused list, or for several spaces each channel merged across
+    them (:func:`merge_across_spaces`) and fused once. With ``isolate`` a space whose search
+    raises (other than a ``MemoryCoreError``) is left out and named in ``Pooled.failed``;
+    without it the error propagates."""
+    live = [s for s in space_ids if s not in skip]
     if len(live) == 1 and not isolate:
         return candidates_for_space(comp, request, live[0], query_vec, filters[live[0]], window)
-    lists: list[list[Candidate]] = []
-    completed: dict[str, dict[str, float]] = {}
     by_space: dict[str, Pooled] = {}
+    failed: dict[str, str] = {}
     for space_id in live:
         try:
             by_space[space_id] = candidates_for_space(
-                comp, request, space_id, query_vec, filters[space_id], window, lists, live,
-                completed)
+                comp, request, space_id, query_vec, filters[space_id], window, live)
         except MemoryCoreError:
             raise
         except Exception as exc:  # recorded per space: the caller reports it as search_failed
@@ -239,7 +241,12 @@ def pool(comp: SearchParts, request: RetrieveRequest, space_ids: Sequence[str], 
     channels = {s: c for p in by_space.values() for s, c in p.channels.items()}
     rows = {s: r for p in by_space.values() for s, r in p.lists.items()}
     if len(by_space) == 1:
-        return next(iter(by_space.values()))
+        return dataclasses.replace(next(iter(by_space.values())), failed=failed)
+    lists = [lst for p in by_space.values() for lst in p.channel_lists]
+    completed: dict[str, dict[str, float]] = {}
+    for p in by_space.values():
+        for name, scores in p.completed.items():
+            completed.setdefault(name, {}).update(scores)
     merged = merge_across_spaces(lists)
     fused = boosted(comp.store, comp.spec.fusion, request.query,
                     fuse(merged, comp.spec.fusion, completed)
@@ -251,7 +258,7 @@ def pool(comp: SearchParts, request: RetrieveRequest, space_ids: Sequence[str], 
                                        for m, g in _gaps(r).items()}, comp.spec.fusion, shown)
         rows = {s: dataclasses.replace(r, recency=frozen_map(
             {m: whole[m] for m in r.recency if m in whole})) for s, r in rows.items()}
-    return Pooled(fused, channels, rows)
+    return Pooled(fused, channels, rows, tuple(lists), completed, failed)
 
 
 def _gaps(rows: CandidateLists) -> dict[str, float]:

@@ -16,9 +16,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from memory_core.config import EngineSpec
-from memory_core.request import DEFAULTS, FIELDS, ROUTES
+from memory_core.requests import FIELDS, ROUTES, RetrieveRequest, WriteItem
+from memory_core.requests.model import RequestModel
+from memory_core.requests.rules import Flag, Rule
 from memory_core.service import cli as service_cli
-from memory_core.types import BlockOrder, Include, Match, Mode, Retrieval, ScopeView
+from memory_core.types import Include, Match, Mode, Retrieval
 
 PROG = "memory-core"
 ENGINE = EngineSpec()  # the defaults the help text names
@@ -81,66 +83,84 @@ def _common() -> argparse.ArgumentParser:
     return p
 
 
+# -- flags generated from the request models ------------------------------------------------------
+# --mode takes either family: scoring modes and retrieval channels (disjoint value sets)
+MODE_CHOICES = (*(m.value for m in Mode), *(r.value for r in Retrieval))
+MODE_HELP = ("scoring (accurate: cross-encoder rerank; fast: no model, positional scores) or "
+             "retrieval (hybrid | vector | bm25 | graph, the --channels values); the two sets "
+             "are disjoint, give at most one of each")
+TARGET = ("space_id", "route")  # in a group with --context-id: exactly one of them
+
+
+def _kind(rule: Rule, flag: Flag) -> dict[str, Any]:
+    """argparse keywords of a flag's kind (a bad value is an argparse error: exit 2)."""
+    kind = flag.kind
+    if kind == "int":
+        return {"type": int}
+    if kind == "float":
+        return {"type": float}
+    if kind == "csv":
+        return {"type": _csv}
+    if kind == "csv_each":
+        return {"type": _csv, "action": "append"}
+    if kind == "json":
+        return {"type": _json_object}
+    if kind == "include":
+        return {"type": _include}
+    if kind == "switch":
+        return {"action": "store_true", "default": None}
+    if kind == "limit":
+        return {"type": int, "help": f"results, at least 1 (default {ENGINE.default_limit}; "
+                f"above {ENGINE.max_limit}: capped there, with a notice on stderr)"}
+    if kind == "modes":
+        return {"dest": "modes", "action": "append", "choices": MODE_CHOICES,
+                "metavar": "|".join(MODE_CHOICES), "help": MODE_HELP}
+    if kind == "choice":
+        kinds = getattr(rule, "kind", None)
+        return {"choices": [m.value for m in kinds] if kinds is not None else list(ROUTES)}
+    return {}
+
+
+def add_flags(parser: argparse.ArgumentParser | Any, model: type[RequestModel],
+              command: str | None, names: Sequence[str] | None = None,
+              target: Any = None) -> list[str]:
+    """The flags of ``model``'s fields that ``command`` offers (``None``: the flags every read
+    command shares; ``names``: only those fields), each as its rule's :class:`Flag` says; the
+    target fields go into ``target`` (a mutually exclusive group). Returns the fields set."""
+    done = []
+    for name, rule in model.rules().items():
+        flag = rule.flag
+        if flag is None or (names is not None and name not in names):
+            continue
+        if (command is None) != (not flag.commands) or (
+                command is not None and command not in flag.commands):
+            continue
+        kw: dict[str, Any] = {"help": flag.help or rule.description}
+        if flag.names[0].startswith("-"):
+            kw["dest"] = flag.dest or name
+            if flag.metavar:
+                kw["metavar"] = flag.metavar
+            kw.update(_kind(rule, flag))
+        else:
+            kw["nargs"] = "?"
+        into = target if target is not None and name in TARGET else parser
+        into.add_argument(*flag.names, **kw)
+        done.append(name)
+    return done
+
+
 def _selection() -> argparse.ArgumentParser:
-    """The flags ``recall`` and ``context`` share: one per request field."""
+    """The flags ``recall``, ``context`` and ``session-context`` share: one per request field
+    (:class:`memory_core.requests.RetrieveRequest`'s flags), and ``--context-id``."""
     p = _parser(add_help=False)
-    p.add_argument("query", nargs="?", help="the question")
     target = p.add_mutually_exclusive_group()
-    target.add_argument("--space", dest="space_id", metavar="ID", help="read this space")
-    target.add_argument("--route", choices=ROUTES, help="let the router pick the spaces")
+    add_flags(p, RetrieveRequest, None, ("query", *TARGET), target)
     target.add_argument("--context-id", metavar="ID", help="the agent-memory API's call on "
                         "this space (its /query, /context or session context; --json prints "
                         f"its body; default ${CONTEXT_ENV})")
-    p.add_argument("--limit", type=int, help=f"results, at least 1 (default "
-                   f"{ENGINE.default_limit}; above {ENGINE.max_limit}: capped there, with a "
-                   "notice on stderr)")
-    p.add_argument("--mode", dest="modes", action="append", choices=MODE_CHOICES,
-                   metavar="|".join(MODE_CHOICES),
-                   help="scoring (accurate: cross-encoder rerank; fast: no model, positional "
-                   "scores) or retrieval (hybrid | vector | bm25 | graph, the --channels "
-                   "values); the two sets are disjoint, give at most one of each")
-    p.add_argument("--channels", choices=[r.value for r in Retrieval],
-                   help="hybrid (every channel, fused) or one channel alone")
-    p.add_argument("--include", type=_include, metavar="facts,passages",
-                   help="what to return: facts (observations), passages (the written "
-                   "memories), or both (facts,passages; the default); documents: document "
-                   "pieces only")
-    p.add_argument("--include-duplicates", action="store_true", default=None,
-                   help="keep the results dedup would cut")
-    p.add_argument("--min-score", type=float, metavar="X", help="drop results scored below X")
-    p.add_argument("--as-of", "--at-instant", dest="as_of", metavar="INSTANT",
-                   help="only memories recorded at or before (seed 004: --at-instant)")
-    p.add_argument("--query-timestamp", metavar="INSTANT",
-                   help="'now' for relative dates and time-proximity ranking")
-    p.add_argument("--occurred-after", "--valid-from", dest="occurred_after", metavar="INSTANT",
-                   help="event time at or after (seed 004: --valid-from)")
-    p.add_argument("--occurred-before", "--valid-until", dest="occurred_before",
-                   metavar="INSTANT", help="event time at or before (seed 004: --valid-until)")
-    p.add_argument("--labels", type=_csv, metavar="a,b",
-                   help="descriptor filter: every label as a bare tag or label:<name>")
-    p.add_argument("--scope-view", choices=[v.value for v in ScopeView],
-                   help="seed 004 scope view (every view resolves like strict)")
-    p.add_argument("--tags", type=_csv, metavar="a,b", help="flat tag filter")
-    p.add_argument("--tags-match", choices=[m.value for m in Match],
-                   help=f"how --tags match (default {DEFAULTS['tags_match'].value})")
-    p.add_argument("--user-id", metavar="ID")
-    p.add_argument("--agent-id", metavar="ID")
-    p.add_argument("--session-id", metavar="ID", help="strict scope filter; for "
-                   "session-context: the session whose scope is recalled and whose latest "
-                   "turns follow the block")
-    p.add_argument("--lens", type=_csv, action="append", metavar="PATH[,PATH]",
-                   help="scope lens; repeat for OR-ed clauses, paths in one clause are AND-ed")
-    p.add_argument("--principal", metavar="WHO", help="act as this principal (default: owner)")
-    p.add_argument("--expand-query", action="store_true", default=None,
-                   help="retrieve each subject of a multi-subject question on its own")
-    p.add_argument("--max-targets", type=int, metavar="N", help="routed reads: spaces at most")
-    p.add_argument("--fallback-space-id", metavar="ID",
-                   help="routed reads: search this space when the router names none")
+    add_flags(p, RetrieveRequest, None, [n for n in RetrieveRequest.rules()
+                                         if n not in ("query", *TARGET)])
     return p
-
-
-# --mode takes either family: scoring modes and retrieval channels (disjoint value sets)
-MODE_CHOICES = (*(m.value for m in Mode), *(r.value for r in Retrieval))
 
 
 # the request fields the selection flags set: every flag's dest that is a request field, in
@@ -154,44 +174,22 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     common, selection = _common(), _selection()
 
-    recall = sub.add_parser("recall", parents=[common, selection], allow_abbrev=False,
-                            help="ranked memories for a question")
-    recall.add_argument("--context-hits", action="store_true", default=None,
-                        help="also return neighbouring turns, sibling sections, entity cards")
-
-    context = sub.add_parser("context", parents=[common, selection], allow_abbrev=False,
-                             help="the prompt-ready block for a question")
-    context.add_argument("--max-tokens", type=int, dest="context_max_tokens", metavar="N",
-                         help="token budget of the block (whole memories are dropped)")
-    context.add_argument("--block-order", choices=[b.value for b in BlockOrder],
-                         help="relevance (numbered) or stable (record time, bullets)")
-
-    session = sub.add_parser("session-context", parents=[common, selection],
-                             allow_abbrev=False, help="the session's context: recall for the "
-                             "session's scope, then its recent turns (--session-id required)")
-    session.add_argument("--max-tokens", type=int, dest="context_max_tokens", metavar="N",
-                         help="token budget (the recalled block first, then recent turns)")
-    session.add_argument("--block-order", choices=[b.value for b in BlockOrder],
-                         help="relevance (numbered) or stable (record time, bullets)")
+    for name, what in (("recall", "ranked memories for a question"),
+                       ("context", "the prompt-ready block for a question"),
+                       ("session-context", "the session's context: recall for the session's "
+                        "scope, then its recent turns (--session-id required)")):
+        command = sub.add_parser(name, parents=[common, selection], allow_abbrev=False,
+                                 help=what)
+        add_flags(command, RetrieveRequest, name)
 
     write = sub.add_parser("write", parents=[common], allow_abbrev=False,
                            help="store one memory; prints its id")
-    write.add_argument("content", nargs="?", help="the memory's text ('-' reads it from stdin)")
     target = write.add_mutually_exclusive_group()
     target.add_argument("--space", dest="space_id", metavar="ID", help="write into this space")
     target.add_argument("--route", choices=ROUTES, help="file it into the best-fitting space")
     target.add_argument("--context-id", metavar="ID", help="the agent-memory API's name of "
                         f"--space (default ${CONTEXT_ENV})")
-    write.add_argument("--timestamp", metavar="INSTANT", help="when it was said (default now)")
-    write.add_argument("--tags", type=_csv, metavar="a,b")
-    write.add_argument("--user-id", metavar="ID")
-    write.add_argument("--agent-id", metavar="ID")
-    write.add_argument("--session-id", metavar="ID")
-    write.add_argument("--document-id", metavar="ID")
-    write.add_argument("--scopes", type=_csv, metavar="PATH[,PATH]",
-                       help="scope paths a read's --lens matches (org/acme/team/payments)")
-    write.add_argument("--metadata", type=_json_object, metavar="JSON",
-                       help="a JSON object stored with the memory")
+    add_flags(write, WriteItem, None)
     write.add_argument("--principal", metavar="WHO", help="act as this principal")
     write.add_argument("--create-space", action="store_true",
                        help="create --space first when it does not exist")

@@ -9,8 +9,9 @@ trace) in :mod:`memory_core.config.tiers`, the write path's in :mod:`memory_core
 
 A closed choice is an enum beside its spec (:class:`RerankScorer`, :class:`OnFailure`,
 :class:`RouterName` here, :class:`FusionMethod` and :class:`Norm` beside ``FusionSpec``,
-:class:`DenseIndexKind` beside ``ChannelsSpec``; ``default_mode`` and ``default_channels`` are
-the request's own :class:`~memory_core.types.Mode` and :class:`~memory_core.types.Retrieval`).
+:class:`DenseIndexKind`, :class:`KeywordIndex` and :class:`KeywordIdf` beside
+``ChannelsSpec``; ``default_mode`` and ``default_channels`` are the request's own
+:class:`~memory_core.types.Mode` and :class:`~memory_core.types.Retrieval`).
 A spec takes the enum or its string and stores the enum (:mod:`memory_core.config.choices`).
 """
 
@@ -25,7 +26,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, TypeVar
 
-from memory_core.config.channels import ChannelsSpec, DenseIndexKind
+from memory_core.config.channels import (ChannelsSpec, DenseIndexKind, KeywordIdf,
+                                         KeywordIndex)
 from memory_core.config.choices import parse_choice
 from memory_core.config.fusion import COMPLETABLE, FusionMethod, FusionSpec, Norm
 from memory_core.config.tiers import CacheSpec, ContextHitsSpec, EscalateSpec, TraceSpec
@@ -34,7 +36,8 @@ from memory_core.types import Mode, Retrieval
 
 __all__ = ["COMPLETABLE", "PACKAGED_MINILM", "PLATFORM_MAX_TARGETS", "CacheSpec", "ChannelsSpec",
            "ContextHitsSpec", "ContextSpec", "DedupSpec", "DenseIndexKind", "EmbedSpec",
-           "EngineSpec", "EscalateSpec", "FusionMethod", "FusionSpec", "LimitsSpec", "Norm",
+           "EngineSpec", "EscalateSpec", "FusionMethod", "FusionSpec", "KeywordIdf",
+           "KeywordIndex", "LimitsSpec", "Norm",
            "OnFailure", "RedactSpec", "RerankScorer", "RerankSpec", "RouterName", "RoutingSpec",
            "StoreSpec",
            "TagFilterSpec", "TraceSpec", "WriteSpec", "default_cache_dir", "parse_choice",
@@ -264,8 +267,9 @@ class EngineSpec:
     # request ``channels`` default: hybrid (all channels on in ``channels``) | vector | bm25 | graph
     default_channels: Retrieval = Retrieval.HYBRID
     # "fast": it wins on LoCoMo (raw turns and with observations, paired p < 0.05) against the
-    # stacked scorer trained without LoCoMo (README "Accurate mode"); "accurate" needs its model,
-    # and an engine without one serves requests that omit ``mode`` in fast mode, recorded
+    # stacked scorer trained without LoCoMo (docs/recorded_figures_archive.md "Accurate
+    # mode"); "accurate" needs its model, and an engine without one serves requests that
+    # omit ``mode`` in fast mode, recorded in the trace
     default_mode: Mode = Mode.FAST
     default_limit: int = 10
     max_limit: int = 50

@@ -1,5 +1,6 @@
 """The channels' spec (``channels``): which candidate generators run and their pool depths
-(:mod:`memory_core.channels`), and the dense index kind (:class:`DenseIndexKind`)."""
+(:mod:`memory_core.channels`), the dense index kind (:class:`DenseIndexKind`) and where and
+with which statistics BM25 is computed (:class:`KeywordIndex`, :class:`KeywordIdf`)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,24 @@ class DenseIndexKind(StrEnum):
     FLAT = "flat"
     HNSW = "hnsw"
     PGVECTOR = "pgvector"
+
+
+class KeywordIndex(StrEnum):
+    """``channels.keyword_index``: where BM25 is computed (:mod:`memory_core.channels.keyword`):
+    ``fts5`` in SQLite, ``postings`` from in-memory postings of the read's spaces (the same
+    scores), ``auto`` postings once the store holds ``keyword_index_threshold`` memories."""
+
+    AUTO = "auto"
+    FTS5 = "fts5"
+    POSTINGS = "postings"
+
+
+class KeywordIdf(StrEnum):
+    """``channels.keyword_idf``: BM25's IDF from the whole store's counts (``store``, FTS5's
+    own) or from the searched space's (``space``, smoothed toward the store-wide rate)."""
+
+    STORE = "store"
+    SPACE = "space"
 
 
 @dataclass(frozen=True)
@@ -65,7 +84,7 @@ class ChannelsSpec:
     # hnsw settings from benchmarks/scale.py); a filtered search whose eligible share is under
     # dense_ann_exact_share is exact over the hnsw's own vectors. "pgvector": HNSW inside
     # PostgreSQL with the same m / ef settings (channels/dense_pg.py; faiss "auto" on a store
-    # without pgvector); not the default: it ranks unlike SQLite (docs/recorded_figures.md)
+    # without pgvector); not the default: it ranks unlike SQLite (docs/recorded_figures_archive.md)
     dense_index: DenseIndexKind = DenseIndexKind.AUTO
     dense_ann_threshold: int = 50_000
     dense_hnsw_m: int = 32
@@ -78,14 +97,15 @@ class ChannelsSpec:
     # fusion.weights["recency"] (channels/recency.py); it adds and removes nothing, and a
     # request without query_timestamp is served exactly as with this off. Strength (weight 0.2,
     # half-life 90 days) chosen on LongMemEval oracle outside S (data=longmemeval_pooled; 0.1 /
-    # 0.2 / 0.4 x 7 / 30 / 90 / 365 days; docs/recorded_figures.md "Fusion that keeps a hit
+    # 0.2 / 0.4 x 7 / 30 / 90 / 365 days; docs/recorded_figures_archive.md "Fusion that keeps a hit
     # apart from a miss")
     recency: bool = True
     recency_pool: int = 50
     recency_half_life_days: float = 90.0
     # keyword: BM25 weight of a turn's neighbour turns (the ``memories_ctx`` full-text table,
     # see memory_core/store/turns.py) beside its own text (weight 1); 0 = own text only
-    # (0.4: best of 0 / 0.2 / 0.4 on LongMemEval oracle and an S subset; README "First stage")
+    # (0.4: best of 0 / 0.2 / 0.4 on LongMemEval oracle and an S subset;
+    # docs/recorded_figures_archive.md "First stage on conversation turns")
     keyword_context_weight: float = 0.4
     # keyword: drop query words held by more than this share of the space's memories (BM25's
     # statistics are store-wide; a word common in one space, e.g. its speakers' names, is
@@ -95,8 +115,8 @@ class ChannelsSpec:
     # searched space's ("space", channels/keyword.py space_idf_scores), the space's counts
     # smoothed with keyword_idf_prior_rows pseudo-rows at the store-wide rate. "space" with 50
     # rows: ties "store" on LongMemEval (oracle, S-60), where 50 beat 0 and 200 on the oracle's
-    # small spaces; it is the IDF of the collection searched (docs/recorded_figures.md)
-    keyword_idf: str = "space"
+    # small spaces; it is the IDF of the collection searched (docs/recorded_figures_archive.md)
+    keyword_idf: KeywordIdf = KeywordIdf.SPACE
     keyword_idf_prior_rows: float = 50.0
     # keyword: BM25's collection statistics (N, average length, each word's document count:
     # the prior's rate above) from this JSON file (channels/keyword_corpus.py) instead of from
@@ -110,7 +130,7 @@ class ChannelsSpec:
     # alone, p50 FTS5 / postings: 100 0.20 / 0.13 ms, 300 0.28 / 0.22, 1k 0.45 / 0.18,
     # 3k 0.92 / 0.20 (2026-12-05), 10k 6.9 / 1.0, 100k 68 / 1.9, 1M 541 / 9.7: the postings
     # at every size, so 0 (it was 1,000 until 2026-12-05)
-    keyword_index: str = "auto"
+    keyword_index: KeywordIndex = KeywordIndex.AUTO
     keyword_index_threshold: int = 0
     # a write brings the written space's postings up to date with its own rows (where the
     # space's reads use postings, with the keyword channel on), so the first read after a write
@@ -131,15 +151,13 @@ class ChannelsSpec:
         if not (isinstance(p, (int, float)) and 0.0 <= p <= 1e9):
             raise ValueError("channels.keyword_idf_prior_rows must be within [0, 1e9], "
                              f"got {p!r}")
-        if self.keyword_index not in ("auto", "fts5", "postings"):
-            raise ValueError("channels.keyword_index must be 'auto', 'fts5' or 'postings', "
-                             f"got {self.keyword_index!r}")
+        object.__setattr__(self, "keyword_index", parse_choice(
+            KeywordIndex, self.keyword_index, "channels.keyword_index"))
         t = self.keyword_index_threshold
         if not (isinstance(t, int) and not isinstance(t, bool) and t >= 0):
             raise ValueError(f"channels.keyword_index_threshold must be an int >= 0, got {t!r}")
-        if self.keyword_idf not in ("store", "space"):
-            raise ValueError("channels.keyword_idf must be 'store' or 'space', "
-                             f"got {self.keyword_idf!r}")
+        object.__setattr__(self, "keyword_idf", parse_choice(KeywordIdf, self.keyword_idf,
+                                                             "channels.keyword_idf"))
         if self.keyword_corpus is not None and (self.keyword_index == "fts5"
                                                 or self.keyword_space_df_max is not None):
             raise ValueError("channels.keyword_corpus scores from the postings: it needs "

@@ -43,14 +43,15 @@ class FusionSpec:
     """
 
     # default: a weighted sum (RRF let the weaker MiniLM list dilute BM25 on conversation
-    # turns; README "First stage") of scores normalised by the theoretical min-max (s / max,
+    # turns; docs/recorded_figures_archive.md "First stage on conversation turns") of scores
+    # normalised by the theoretical min-max (s / max,
     # floor 0: a channel's weakest hit keeps what it scored above a memory the channel did not
     # list, which min-max mapped to the same 0, and a small cosine spread is not stretched to
     # a whole unit; issue 33's code-word case, tests/memory_core/fusion/test_fusion_codeword.py).
     # Among the norms that keep a hit apart from a miss, the weights (dense 0.7-3, temporal
     # 0.25-1, graph 0-1) and person_weight were chosen on LongMemEval oracle outside S
-    # (data=longmemeval_pooled) and the synthetic world; docs/recorded_figures.md "Fusion that
-    # keeps a hit apart from a miss"
+    # (data=longmemeval_pooled) and the synthetic world; docs/recorded_figures_archive.md
+    # "Fusion that keeps a hit apart from a miss"
     method: FusionMethod = FusionMethod.WEIGHTED
     rrf_k: int = 60
     norm: Norm = Norm.THEORETICAL
@@ -59,7 +60,8 @@ class FusionSpec:
     # after fusion (memory_core/fusion/boost.py): a memory also scores by the best fused score
     # of its session (hierarchical evidence) and when the query names its speaker
     # (``metadata[speaker_key]``); 0 = off
-    # both off by default (README "First stage on conversation turns"): session evidence lowered
+    # both off by default (docs/recorded_figures_archive.md "First stage on conversation
+    # turns"): session evidence lowered
     # LongMemEval S turn recall; the speaker boost helps LoCoMo's categories 1-4 but costs its
     # adversarial category 5 more (questions that name the wrong person), net negative overall
     session_weight: float = 0.0
@@ -70,7 +72,7 @@ class FusionSpec:
     # request to "you" -> the asker's (== asker_role); memories without that metadata and
     # third-person questions are left alone (memory_core/fusion/person.py). 0.75 chosen on
     # LongMemEval oracle questions outside the S subset (0 / 0.1 / 0.25 / 0.5 / 0.75 / 1 under
-    # the theoretical min-max; docs/recorded_figures.md), never on LoCoMo (whose turns carry
+    # the theoretical min-max; docs/recorded_figures_archive.md), never on LoCoMo (whose turns carry
     # no role)
     person_weight: float = 0.75
     # a turn that replies to a pooled question (the next turn of its session after a turn
@@ -80,7 +82,7 @@ class FusionSpec:
     # it cost oracle turn recall_all@10 0.924 -> 0.875 at 0.5. 0.25 chosen on LoCoMo by 2-fold
     # cross-fitting over its conversations under the theoretical min-max (0.125 / 0.25 / 0.5 /
     # 1: 0.25 on every half of three seeded deals, by recall@10; no other data set has
-    # conversations between people with evidence labels; docs/recorded_figures.md)
+    # conversations between people with evidence labels; docs/recorded_figures_archive.md)
     reply_weight: float = 0.25
     # a session whose turns at alternate positions differ in median length by this factor or
     # more (both sides >= 2 turns) is read as a user's chat with an assistant
@@ -89,7 +91,7 @@ class FusionSpec:
     # one their position gives (the longer side the agent_role's) for the person term. 0 =
     # never (every session without roles is a conversation between people, as before). 3:
     # LongMemEval's chats (oracle outside S, the choice set) read as chats at 98.9%,
-    # MemoryBank's user-companion sessions at 1.4% (docs/recorded_figures.md, issue 38)
+    # MemoryBank's user-companion sessions at 1.4% (docs/recorded_figures_archive.md, issue 38)
     chat_length_ratio: float = 3.0
     infer_roles: bool = True
     # score completion: every memory of the pool is also scored by each channel named here
@@ -99,7 +101,7 @@ class FusionSpec:
     # of it (memory_core/channels/pool.py completed_scores, memory_core/fusion/weighted.py). The
     # weighted sum only: RRF fuses ranks, which a completed score does not have. Both on:
     # chosen on LongMemEval oracle questions outside S with pooled haystacks
-    # (conf/data/longmemeval_pooled.yaml; docs/recorded_figures.md "Score completion")
+    # (conf/data/longmemeval_pooled.yaml; docs/recorded_figures_archive.md "Score completion")
     complete: tuple[str, ...] = ("dense", "keyword")
     role_key: str = "role"
     asker_role: str = "user"

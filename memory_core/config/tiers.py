@@ -55,7 +55,8 @@ class EscalateSpec:
     thin or unconfident, tier 4 rewrites the query, widens the candidate pool and re-ranks"):
     measured on and off, paired (``python -m benchmarks.escalation RUN``), it changes no
     metric on LoCoMo (2 of 1,982 questions escalate) or a 50-question LongMemEval S subset (1
-    of 48), at a latency ratio of 1.00 (docs/recorded_figures.md, "Tier 4 on by default").
+    of 48), at a latency ratio of 1.00 (docs/recorded_figures_archive.md, "The agent-memory
+    seed's wire and tier 4 on by default").
     """
 
     enabled: bool = True
@@ -86,8 +87,8 @@ class ContextHitsSpec:
     says otherwise (``on_for_context``), with turn and section neighbours and
     ``context_entity_cards`` entity cards (0: the seed's context hits are the neighbours;
     measured: turn neighbours hold gold evidence the results miss for 9.3% of LoCoMo
-    questions, entity cards for 2.0%, README "Tiered recall"); plain ``retrieve`` does not, so
-    its ranked hits stay as they were.
+    questions, entity cards for 2.0%, docs/recorded_figures_archive.md "Tiered recall");
+    plain ``retrieve`` does not, so its ranked hits stay as they were.
 
     Sections (issue 54): a hit whose write named its heading (``metadata.section``,
     :mod:`memory_core.results.families`) brings up to ``section_rows`` other pieces of the same

@@ -18,7 +18,8 @@ from memory_core.fusion.rrf import rrf
 from memory_core.expansion.rewrite import mix, prf_terms
 from memory_core.store import StoreBackend, rowid_of
 from memory_core.trace import CandidateLists, ChannelCounts, EscalationTrace
-from memory_core.types import Candidate, RetrieveRequest, frozen_map
+from memory_core.types import Candidate, frozen_map
+from memory_core.requests import RetrieveRequest
 
 
 def triggers(spec: EngineSpec, pooled: Sequence[Candidate],

@@ -21,6 +21,7 @@ ranking, and removes nothing.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -32,7 +33,9 @@ from memory_core.filters.scope import lens_filter, memory_type_filter, scope_onl
 from memory_core.filters.tag_groups import compile_groups, tags_sql
 from memory_core.store import SqlFilter, StoreBackend
 from memory_core.times import format_instant
-from memory_core.types import Include, MemoryType, RetrieveRequest
+from memory_core.trace import FilterTrace
+from memory_core.types import Include, MemoryType
+from memory_core.requests import RetrieveRequest
 from memory_core.types.tags import Resolve, leaves
 
 EVENT_START = "COALESCE(m.occurred_start, m.timestamp)"
@@ -98,24 +101,54 @@ class FuzzyResolver:
         return tuple(out)
 
 
-def compile_filter(request: RetrieveRequest, store: StoreBackend, space_id: str, spec: EngineSpec,
-                   trace: dict[str, Any] | None = None) -> SqlFilter:
-    """The full eligibility predicate of ``request`` in ``space_id`` (see the module formula).
+def compile_filter(request: RetrieveRequest, store: StoreBackend, space_id: str,
+                   spec: EngineSpec) -> SqlFilter:
+    """The full eligibility predicate of ``request`` in ``space_id`` (see the module
+    formula)."""
+    return compile_traced(request, store, space_id, spec)[0]
 
-    ``trace``, when given, receives what fuzzy resolution added per named tag.
-    """
+
+def compile_traced(request: RetrieveRequest, store: StoreBackend, space_id: str,
+                   spec: EngineSpec) -> tuple[SqlFilter, FilterTrace | None]:
+    """:func:`compile_filter` and its record: what fuzzy resolution added per named tag
+    (None when no leaf is fuzzy)."""
     visible = scope_only_filter(request).and_(lens_filter(request.lens))
     flt = visible.and_(memory_type_filter(request)).and_(documents_filter(request.include))
     if request.tags:
         flt = flt.and_(tags_sql(request.tags, request.tags_match, store.dialect))
+    record = None
     if request.tag_groups:
         nodes = request.tag_groups
         resolver = None
         if any(leaf.resolve is Resolve.FUZZY for leaf in leaves(nodes)):
             resolver = FuzzyResolver(store, space_id, spec, visible)
         flt = flt.and_(compile_groups(nodes, resolver, store.dialect))
-        if resolver is not None and trace is not None:
-            trace["fuzzy"] = dict(resolver.resolved)
+        if resolver is not None:
+            record = FilterTrace.of({"fuzzy": dict(resolver.resolved)})
     flt = flt.and_(labels_filter(request.labels, spec.tags.label_namespace, store.dialect))
     flt = flt.and_(as_of_filter(request.as_of))
-    return flt.and_(event_overlap(request.occurred_after, request.occurred_before))
+    return flt.and_(event_overlap(request.occurred_after, request.occurred_before)), record
+
+
+class RequestFilters:
+    """One request's filters, each space's compiled once (the first time a stage asks for
+    it: the router's evidence probe, the channels, the session's recent turns) and kept with
+    its record for the trace. A compilation that raises is not kept (the next stage to ask
+    raises too, and records it as that stage does)."""
+
+    def __init__(self, request: RetrieveRequest, store: StoreBackend, spec: EngineSpec):
+        self.request, self.store, self.spec = request, store, spec
+        self._compiled: dict[str, tuple[SqlFilter, FilterTrace | None]] = {}
+        self._lock = threading.Lock()
+
+    def of(self, space_id: str) -> SqlFilter:
+        return self.traced(space_id)[0]
+
+    def traced(self, space_id: str) -> tuple[SqlFilter, FilterTrace | None]:
+        with self._lock:
+            found = self._compiled.get(space_id)
+        if found is None:
+            found = compile_traced(self.request, self.store, space_id, self.spec)
+            with self._lock:
+                found = self._compiled.setdefault(space_id, found)
+        return found

@@ -18,39 +18,18 @@ receipt's request, and changes nothing else.
 Example:
     >>> label_tags("urgent", "label")
     ('urgent', 'label:urgent')
-    >>> parse_labels(["urgent", "urgent", "billing"], 50)
-    ('urgent', 'billing')
+
+The request's ``labels`` are read by :func:`memory_core.requests.scopes.parse_labels` (the
+agent-memory query model); this module only compiles them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
-from memory_core.errors import invalid
 from memory_core.filters.tag_groups import Match, tags_sql
 from memory_core.store import SqlFilter
 from memory_core.store.sql import SQLITE, Dialect
-
-
-def parse_labels(value: Any, max_labels: int) -> tuple[str, ...]:
-    """A request's ``labels``: a non-empty list of at most ``max_labels`` non-empty strings
-    without a namespace (422 ``validation_error`` naming ``labels`` otherwise); duplicates
-    collapse, order kept."""
-    if isinstance(value, str) or not isinstance(value, Sequence) or not value or not all(
-            isinstance(v, str) and v.strip() for v in value):
-        raise invalid("wrong_type", "labels must be a non-empty list of non-empty strings",
-                      "labels")
-    namespaced = [v for v in value if ":" in v]
-    if namespaced:
-        raise invalid("namespaced_label", "a label has no namespace (no ':'); filter "
-                      f"namespaced tags with tags / tag_groups: {', '.join(namespaced)}",
-                      "labels")
-    labels = tuple(dict.fromkeys(v.strip() for v in value))
-    if len(labels) > max_labels:
-        raise invalid("too_many_labels", f"at most {max_labels} labels, got {len(labels)}",
-                      "labels")
-    return labels
 
 
 def label_tags(label: str, namespace: str | None) -> tuple[str, ...]:

@@ -12,70 +12,19 @@ another user's read.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
-from typing import Any
 
-from memory_core.errors import invalid
+from memory_core.requests.scopes import (MAX_CLAUSE_PATHS, MAX_LENS_CLAUSES, MAX_PATH_CHARS,
+                                         MAX_WRITE_SCOPES, SCOPE_PATH, check_scope_path,
+                                         check_write_scopes, parse_lens)
 from memory_core.store import SqlFilter
-from memory_core.types import RetrieveRequest
+from memory_core.requests import RetrieveRequest
 
 SCOPE_KEYS = ("user_id", "agent_id", "session_id")
-
-# scope paths: "/"-separated segments, e.g. "org/acme/team/payments"
-SCOPE_PATH = re.compile(r"^[A-Za-z0-9_.:@+-]+(?:/[A-Za-z0-9_.:@+-]+)*$")
-MAX_PATH_CHARS = 256
-MAX_WRITE_SCOPES = 20
-MAX_LENS_CLAUSES = 16
-MAX_CLAUSE_PATHS = 8
-
-
-def check_scope_path(path: Any, field: str) -> str:
-    """A valid scope path or 422 ``invalid_scope_path`` naming ``field``."""
-    if not isinstance(path, str) or len(path) > MAX_PATH_CHARS or not SCOPE_PATH.fullmatch(path):
-        raise invalid("invalid_scope_path", f"{field}: a scope path is 1-{MAX_PATH_CHARS} "
-                      "characters of '/'-separated non-empty segments (letters, digits, "
-                      f"_ . : @ + -), got {path!r}", field)
-    return path
-
-
-def check_write_scopes(scopes: Any, field: str = "scopes") -> tuple[str, ...]:
-    """The scope paths of a write (at most :data:`MAX_WRITE_SCOPES`), deduplicated."""
-    if scopes is None:
-        return ()
-    if isinstance(scopes, str) or not isinstance(scopes, Sequence):
-        raise invalid("wrong_type", f"{field} must be a list of scope paths", field)
-    if len(scopes) > MAX_WRITE_SCOPES:
-        raise invalid("too_many_scopes", f"{field}: at most {MAX_WRITE_SCOPES} scope paths",
-                      field)
-    return tuple(dict.fromkeys(check_scope_path(p, field) for p in scopes))
-
-
-def parse_lens(lens: Any) -> tuple[tuple[str, ...], ...]:
-    """A ``lens`` in disjunctive normal form: a non-empty list of clauses (at most
-    :data:`MAX_LENS_CLAUSES`), each a non-empty list of scope paths (at most
-    :data:`MAX_CLAUSE_PATHS`). Anything else is 422 naming ``lens``.
-
-    Example:
-        >>> parse_lens([["org/acme/user/alice"], ["org/acme/team/payments", "project/alpha"]])
-        (('org/acme/user/alice',), ('org/acme/team/payments', 'project/alpha'))
-    """
-    if isinstance(lens, str) or not isinstance(lens, Sequence) or not lens:
-        raise invalid("wrong_type", "lens must be a non-empty list of clauses, each a "
-                      "non-empty list of scope paths", "lens")
-    if len(lens) > MAX_LENS_CLAUSES:
-        raise invalid("too_many_clauses", f"lens: at most {MAX_LENS_CLAUSES} clauses", "lens")
-    out = []
-    for i, clause in enumerate(lens):
-        if isinstance(clause, str) or not isinstance(clause, Sequence) or not clause:
-            raise invalid("wrong_type", f"lens[{i}] must be a non-empty list of scope paths",
-                          "lens")
-        if len(clause) > MAX_CLAUSE_PATHS:
-            raise invalid("too_many_paths", f"lens[{i}]: at most {MAX_CLAUSE_PATHS} paths in "
-                          "a clause", "lens")
-        out.append(tuple(dict.fromkeys(check_scope_path(p, "lens") for p in clause)))
-    return tuple(out)
-
+# the scope-path rules are the request's (memory_core/requests/scopes.py)
+__all__ = ["MAX_CLAUSE_PATHS", "MAX_LENS_CLAUSES", "MAX_PATH_CHARS", "MAX_WRITE_SCOPES",
+           "SCOPE_PATH", "check_scope_path", "check_write_scopes", "parse_lens", "lens_filter",
+           "SCOPE_KEYS"]
 
 def lens_filter(lens: Sequence[Sequence[str]] | None) -> SqlFilter:
     """OR over clauses of (AND over the clause's paths of "the memory carries the path or a

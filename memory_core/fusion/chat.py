@@ -18,7 +18,7 @@ the asker's (``fusion.asker_role``). Measured (characters; ``fusion.chat_length_
 LongMemEval's user-assistant sessions have a parity ratio of 2.8 / 5.1 / 9.1 at their 1st /
 5th / 50th percentile (oracle outside S, the choice set), MemoryBank's user-companion sessions
 1.01 / 1.03 / 1.13 (1.4% at or above 3). 3 keeps 98.9% of the first chats and reads 1.4% of
-the second as chats (docs/recorded_figures.md, issue 38).
+the second as chats (docs/recorded_figures_archive.md, issue 38).
 
 Example:
     >>> chat_roles(((1, 40), (2, 900), (3, 55), (4, 1200)), 3.0, "user", "assistant")

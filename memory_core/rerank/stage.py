@@ -25,7 +25,8 @@ from memory_core.rerank.identity import score_by_rank
 from memory_core.rerank.stacked import RelevanceModel, score_pool
 from memory_core.store import StoreBackend, require_rowid
 from memory_core.trace import FallbackTrace, RerankRow, RerankTrace
-from memory_core.types import Candidate, Memory, Mode, Ranked, RetrieveRequest
+from memory_core.types import Candidate, Memory, Mode, Ranked
+from memory_core.requests import RetrieveRequest
 
 
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from memory_core import context as blocks
 from memory_core.store import SqlFilter, StoreBackend, memory_id_of, rowid_of
-from memory_core.types import Memory, MemoryType, Result, RetrieveRequest, new_result
+from memory_core.types import Memory, MemoryType, Result, new_result
+from memory_core.requests import RetrieveRequest
 
 
 def notes_of(store: StoreBackend, fact_ids: list[str], space_of: dict[str, str | None],

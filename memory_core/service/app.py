@@ -26,7 +26,6 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from pydantic.json_schema import models_json_schema
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
@@ -172,10 +171,8 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
                              description=app.description, routes=app.routes)
         engine = app.state.service.engine
         bodies = request_models(engine.spec, engine.available_modes)
-        _, defs = models_json_schema([(m, "validation") for m in bodies.models()],
-                                     ref_template="#/components/schemas/{model}")
         components = schema.setdefault("components", {}).setdefault("schemas", {})
-        components.update(defs.get("$defs", {}))
+        components.update(bodies.schemas)
         components.update(bodies.defs)
         for item in schema.get("paths", {}).values():
             for operation in item.values():

@@ -1,22 +1,20 @@
 """Pydantic models of the wire bodies, for the OpenAPI schema (``/openapi.json``, ``/docs``).
 
-They are generated from the engine's own declarations so the two cannot drift:
+They come from the engine's own declarations so the two cannot drift:
 
-- the request bodies (:mod:`.request_models`): :data:`RetrieveBody` has exactly the fields of
-  :data:`memory_core.request.FIELDS`, typed by :data:`FIELD_TYPES` (a field the engine gains
-  without an entry there is typed ``Any`` and fails ``tests/service/test_models.py``, which
-  names it), :data:`WriteItem` exactly :data:`memory_core.write.WRITE_FIELDS`, each field
-  constrained by the engine's own limits (the module-level models are those of the default
-  settings; the served schema is built from the served engine's);
+- the request bodies are the engine's request models (:mod:`memory_core.requests`):
+  :data:`RetrieveBody` is :class:`~memory_core.requests.RetrieveRequest`, :data:`ContextBody`
+  :class:`~memory_core.requests.ContextRequest`, :data:`WriteItem`
+  :class:`~memory_core.requests.WriteItem`; their JSON Schema for the served engine is built by
+  :func:`memory_core.service.request_models.request_models`;
 - :data:`ResultBody` has exactly the fields of :class:`memory_core.types.Result`, typed from its
   annotations; :data:`HitBody` is the same in camelCase; :data:`MemoryBody` has the fields of
-  :class:`memory_core.types.Memory` less the store's bookkeeping (:data:`MEMORY_INTERNAL`);
-- the agent API's bodies are built from :func:`memory_core.service.wire.agent_fields`.
+  :class:`memory_core.types.Memory` less the store's bookkeeping (:data:`MEMORY_INTERNAL`).
 
 The engine validates every request itself (the service passes the raw JSON through), so an
-error is always the engine's ``code``/``reason``; these models document, they do not gate.
-A request the schema allows is one the engine accepts, but for the rules JSON Schema cannot
-state (:data:`memory_core.service.request_models.UNSTATED`).
+error is always the engine's ``code``/``reason``. A request the schema allows is one the
+engine accepts, but for the rules JSON Schema cannot state
+(:data:`memory_core.service.request_models.UNSTATED`).
 """
 
 from __future__ import annotations
@@ -28,31 +26,21 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, create_model
 
-from memory_core.config import EngineSpec
 from memory_core.access import ROLES
-from memory_core.service.request_models import field_types, request_models
+from memory_core.requests import ContextRequest, RetrieveRequest
+from memory_core.requests import WriteItem as WriteItem
 from memory_core.results.families import FAMILIES
 from memory_core.service.wire import to_camel
-from memory_core.types import Memory, Mode, Result, Tier
+from memory_core.types import Memory, Result, Tier
 
 # a Literal built at run time from the engine's tuple (one source for the values); a type
 # checker cannot read it, so it is declared Any
 Role: Any = Literal[ROLES]  # type: ignore[valid-type]
 
-# The request bodies for an engine with the default settings; the app's /openapi.json is built
-# from the engine it serves (request_models.request_models(engine.spec, engine.available_modes))
-_DEFAULT = request_models()
-FIELD_TYPES = field_types(EngineSpec(), tuple(Mode))
-RetrieveBody = _DEFAULT.RetrieveBody
-ContextBody = _DEFAULT.ContextBody
-AgentQueryBody = _DEFAULT.AgentQueryBody
-AgentSessionBody = _DEFAULT.AgentSessionBody
-AgentDocumentsBody = _DEFAULT.AgentDocumentsBody
-WriteItem = _DEFAULT.WriteItem
-WriteBody = _DEFAULT.WriteBody
-RoutedWriteBody = _DEFAULT.RoutedWriteBody
-ObserveBody = _DEFAULT.ObserveBody
-SpaceCreate = _DEFAULT.SpaceCreate
+# The request bodies are the engine's models; the app's /openapi.json states them for the
+# engine it serves (request_models.request_models(engine.spec, engine.available_modes))
+RetrieveBody = RetrieveRequest
+ContextBody = ContextRequest
 
 
 class SpaceOut(BaseModel):
@@ -300,5 +288,3 @@ class ErrorBody(BaseModel):
     message: str
     field: str | None = None
 
-
-REQUEST_MODELS: tuple[type[BaseModel], ...] = _DEFAULT.models()

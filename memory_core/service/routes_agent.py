@@ -48,7 +48,7 @@ def router(svc: Service, principal: Callable[..., Any]) -> APIRouter:
         except MemoryCoreError as exc:  # named as this API names it (the path's names too)
             raise wire.renamed(exc, PATH_FIELDS) from None
 
-    @api.post("/query", response_model=None, openapi_extra=body_spec(models.AgentQueryBody),
+    @api.post("/query", response_model=None, openapi_extra=body_spec("AgentQueryBody"),
               responses={200: {"model": models.AgentQueryResponse}, **errors(404, 413)})
     async def query(context_id: str, request: Request, p: str = who) -> JSONResponse:
         """Ranked hits for a question in space ``context_id`` (k default 10, capped at 50);
@@ -57,7 +57,7 @@ def router(svc: Service, principal: Callable[..., Any]) -> APIRouter:
         body = await request_body(request, context_id, p)
         return JSONResponse(wire.query_response(await call(eng.recall, body)))
 
-    @api.post("/context", response_model=None, openapi_extra=body_spec(models.AgentQueryBody),
+    @api.post("/context", response_model=None, openapi_extra=body_spec("AgentQueryBody"),
               responses={200: {"model": models.AgentContextResponse}, **errors(404, 413)})
     async def context(context_id: str, request: Request, p: str = who) -> JSONResponse:
         """The prompt-ready block with its hits and trace; section rows folded under their
@@ -66,7 +66,7 @@ def router(svc: Service, principal: Callable[..., Any]) -> APIRouter:
         return JSONResponse(wire.context_response(await call(eng.recall_context, body)))
 
     @api.post("/sessions/{session_id}/context", response_model=None,
-              openapi_extra=body_spec(models.AgentSessionBody),
+              openapi_extra=body_spec("AgentSessionBody"),
               responses={200: {"model": models.AgentContextResponse}, **errors(404, 413)})
     async def session(context_id: str, session_id: str, request: Request,
                       p: str = who) -> JSONResponse:
@@ -78,7 +78,7 @@ def router(svc: Service, principal: Callable[..., Any]) -> APIRouter:
         return JSONResponse(wire.context_response(resp))
 
     @api.post("/documents/query", response_model=None,
-              openapi_extra=body_spec(models.AgentDocumentsBody),
+              openapi_extra=body_spec("AgentDocumentsBody"),
               responses={200: {"model": models.AgentQueryResponse}, **errors(404, 413)})
     async def documents(context_id: str, request: Request, p: str = who) -> JSONResponse:
         """Hits among the pieces of written documents only (memories with a ``documentId``;

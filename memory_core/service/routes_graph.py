@@ -28,29 +28,28 @@ from pydantic import WithJsonSchema
 
 from memory_core.config import EngineSpec
 from memory_core.entity_graph import MAX_LIST, MAX_MEMORIES, MAX_RELATED
-from memory_core.filters.scope import SCOPE_PATH
+from memory_core.requests.scopes import SCOPE_PATH
+from memory_core.requests.text import text
 from memory_core.service import models
 from memory_core.service.bodies import entity_body
 from memory_core.service.errors import ServiceCode, ServiceError
-from memory_core.service.request_models import field_types, text
+from memory_core.service.request_models import field_schema
 from memory_core.service.shared import Service, errors
-from memory_core.types import Mode
 
-# the query parameters typed as the request fields they are (the default engine's limits, as
-# the module-level body models; the engine checks the served one's), so the schema allows only
+# the query parameters typed as the request fields they are (their rules' schemas for the
+# default engine's limits; the engine checks the served one's), so the schema allows only
 # what the engine accepts but for request_models.UNSTATED
-_FIELD = field_types(EngineSpec(), tuple(Mode))
 _ID_CHARS = EngineSpec().limits.max_id_chars
 _PATH = SCOPE_PATH.pattern[1:-1]
 _CLAUSE = {"type": "string", "pattern": f"^{_PATH}(?:,{_PATH}){{0,7}}$",
            "description": "one lens clause: scope paths joined by commas (AND-ed)"}
 Text = Annotated[str, WithJsonSchema(text(_ID_CHARS))]
 UserId = AgentId = SessionId = Contains = Text | None
-TagsMatch = _FIELD["tags_match"][0]
-Tags = _FIELD["tags"][0]
-Labels = _FIELD["labels"][0]
-MemoryTypes = _FIELD["memory_types"][0]
-Instant = _FIELD["as_of"][0]
+TagsMatch = Annotated[str, WithJsonSchema(field_schema("tags_match"))] | None
+Tags = Annotated[list[str], WithJsonSchema(field_schema("tags"))] | None
+Labels = Annotated[list[str], WithJsonSchema(field_schema("labels"))] | None
+MemoryTypes = Annotated[list[str], WithJsonSchema(field_schema("memory_types"))] | None
+Instant = Annotated[str, WithJsonSchema(field_schema("as_of"))] | None
 Lens = Annotated[list[str], WithJsonSchema({"type": "array", "items": _CLAUSE,
                                             "minItems": 1, "maxItems": 16})] | None
 Name = Annotated[str, Path(min_length=1, max_length=_ID_CHARS,

@@ -25,7 +25,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 
-from memory_core.write import WRITE_FIELDS
+from memory_core.requests import WRITE_FIELDS
 from memory_core.errors import invalid
 from memory_core.service import models, routes_graph
 from memory_core.service.bodies import memory_body
@@ -64,7 +64,7 @@ def router(svc: Service, principal: Callable[..., Any]) -> APIRouter:
     eng = svc.engine
     who = Depends(principal)
 
-    @api.post("/retrieve", response_model=None, openapi_extra=body_spec(models.RetrieveBody),
+    @api.post("/retrieve", response_model=None, openapi_extra=body_spec("RetrieveBody"),
               responses={200: {"model": models.RetrieveResponseBody}, **errors(403, 404, 413)})
     async def retrieve(request: Request, p: str = who) -> JSONResponse:
         """Ranked memories for a question (``MemoryEngine.retrieve``)."""
@@ -72,7 +72,7 @@ def router(svc: Service, principal: Callable[..., Any]) -> APIRouter:
         resp = await svc.gate.run(eng.retrieve, body)
         return JSONResponse(resp.to_dict())
 
-    @api.post("/context", response_model=None, openapi_extra=body_spec(models.ContextBody),
+    @api.post("/context", response_model=None, openapi_extra=body_spec("ContextBody"),
               responses={200: {"model": models.ContextResponseBody}, **errors(403, 404, 413)})
     async def context(request: Request, p: str = who) -> JSONResponse:
         """The prompt-ready block (``MemoryEngine.get_context``) with its trace id."""
@@ -99,7 +99,7 @@ def router(svc: Service, principal: Callable[..., Any]) -> APIRouter:
         return JSONResponse({"spaces": [space_body(s, s.members[p]) for s in spaces]})
 
     @api.post("/spaces", status_code=201, response_model=None,
-              openapi_extra=body_spec(models.SpaceCreate),
+              openapi_extra=body_spec("SpaceCreate"),
               responses={201: {"model": models.SpaceOut}, **errors(409, 413)})
     async def create_space(request: Request, p: str = who) -> JSONResponse:
         """Create a space; the caller is one of its owners (``members`` adds others)."""
@@ -122,7 +122,7 @@ def router(svc: Service, principal: Callable[..., Any]) -> APIRouter:
         return JSONResponse(await svc.gate.run(read))
 
     @api.post("/spaces/{space_id}/memories", status_code=201, response_model=None,
-              openapi_extra=body_spec(models.WriteBody),
+              openapi_extra=body_spec("WriteBody"),
               responses={201: {"model": models.MemoryIds}, **errors(403, 404, 413)})
     async def write_many(space_id: str, request: Request, p: str = who) -> JSONResponse:
         """Write memories in one transaction (all or none); ids in item order. A
@@ -136,7 +136,7 @@ def router(svc: Service, principal: Callable[..., Any]) -> APIRouter:
         return JSONResponse(await svc.gate.run(write), status_code=201)
 
     @api.post("/spaces/{space_id}/observations", status_code=201, response_model=None,
-              openapi_extra=body_spec(models.ObserveBody),
+              openapi_extra=body_spec("ObserveBody"),
               responses={201: {"model": models.MemoryId}, **errors(403, 404, 413)})
     async def observe(space_id: str, request: Request, p: str = who) -> JSONResponse:
         """Store an observation built from facts of the space (``MemoryEngine.observe``)."""
@@ -151,7 +151,7 @@ def router(svc: Service, principal: Callable[..., Any]) -> APIRouter:
         return JSONResponse({"memory_id": memory_id, "space_id": space_id}, status_code=201)
 
     @api.post("/memories", status_code=201, response_model=None,
-              openapi_extra=body_spec(models.RoutedWriteBody),
+              openapi_extra=body_spec("RoutedWriteBody"),
               responses={201: {"model": models.MemoryId}, **errors(403, 404, 413)})
     async def write_one(request: Request, p: str = who) -> JSONResponse:
         """Write one memory into ``space_id``, or where ``route="auto"`` files it."""

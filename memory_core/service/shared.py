@@ -22,7 +22,7 @@ from memory_core.service.access import read_json
 from memory_core.service.errors import ServiceCode, ServiceError
 from memory_core.service.keys import KeyStore
 from memory_core.service.metrics import ServiceMetrics
-from memory_core.types import RetrieveRequest
+from memory_core.requests import RetrieveRequest
 
 T = TypeVar("T")
 MAX_BODY_BYTES = 1_048_576  # 1 MiB: a write batch of a few thousand short memories
@@ -121,10 +121,11 @@ def with_principal(body: Any, principal: str) -> dict[str, Any]:
     return {**body, "principal": principal}
 
 
-def body_spec(model: type, description: str = "") -> dict[str, Any]:
-    """``openapi_extra`` for a route that reads ``model``'s JSON body itself."""
+def body_spec(name: str, description: str = "") -> dict[str, Any]:
+    """``openapi_extra`` for a route that reads its JSON body itself: the body component
+    ``name`` (:func:`memory_core.service.request_models.request_models`)."""
     return {"requestBody": {"required": True, "description": description, "content": {
-        "application/json": {"schema": {"$ref": f"#/components/schemas/{model.__name__}"}}}}}
+        "application/json": {"schema": {"$ref": f"#/components/schemas/{name}"}}}}}
 
 
 def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:

@@ -1,7 +1,8 @@
 """The agent-memory API's wire names (the second seed): camelCase over the engine's fields.
 
-The request names are derived from :data:`memory_core.request.FIELDS`, so a field the engine
-gains is accepted here under its camelCase name without an edit; ``k`` stands for ``limit``
+The request names are the retrieve model's fields in camelCase
+(:mod:`memory_core.requests.agent`), so a field the engine gains is accepted here under its
+camelCase name without an edit; ``k`` stands for ``limit``
 (default the engine's ``default_limit``, values above its ``max_limit`` capped to it, not
 refused, as seed 004 does with its 10 and 50, the engine's defaults too). The target comes
 from the path (``context_id`` is a space id), so ``space_id``, ``route``, routing-only fields
@@ -19,67 +20,16 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from memory_core.config import EngineSpec
-from memory_core.errors import MemoryCoreError, invalid
-from memory_core.request import FIELDS, as_integer
+from memory_core.errors import MemoryCoreError
+from memory_core.requests.agent import (K_MIN, NOT_IN_AGENT_BODY, agent_body, agent_fields,
+                                        to_camel)
 from memory_core.receipts import Receipt
 from memory_core.results.families import family_of
 from memory_core.types import ContextHit, Result, RetrieveResponse
 
-K_MIN = 1
-# engine fields the agent API sets itself (path, key) or does not offer (routing)
-NOT_IN_AGENT_BODY = ("space_id", "route", "principal", "limit", "max_targets",
-                     "fallback_space_id")
-
-
-def to_camel(name: str) -> str:
-    """``snake_case`` -> ``camelCase``."""
-    head, *rest = name.split("_")
-    return head + "".join(part[:1].upper() + part[1:] for part in rest)
-
-
-def agent_fields() -> dict[str, str]:
-    """camelCase request name -> engine field (``k`` -> ``limit``)."""
-    names = {to_camel(f): f for f in FIELDS if f not in NOT_IN_AGENT_BODY}
-    names["k"] = "limit"
-    return names
-
-
 def camel_keys(body: Mapping[str, Any]) -> dict[str, Any]:
     """The same mapping with camelCase keys (one level: values are left as they are)."""
     return {to_camel(k): v for k, v in body.items()}
-
-
-def agent_body(body: Any, fixed: Mapping[str, Any] | None = None,
-               spec: EngineSpec = EngineSpec()) -> dict[str, Any]:
-    """An agent-API request body as an engine request (the target is added by the caller).
-
-    ``fixed``: engine fields the route sets (``include`` for ``documents/query``); giving one
-    of them in the body is 422 ``unknown_field``. Unknown names are 422 ``unknown_field`` naming
-    the camelCase field; ``k`` is an integer of at least :data:`K_MIN` (422 ``wrong_type`` /
-    ``out_of_range`` naming ``k``); omitted, it is ``spec.default_limit``; above
-    ``spec.max_limit`` it is capped there.
-    """
-    if not isinstance(body, Mapping):
-        raise invalid("wrong_type", "a request must be a JSON object of fields")
-    names = agent_fields()
-    fixed = dict(fixed or {})
-    taken = {to_camel(f) for f in fixed}
-    unknown = sorted(str(k) for k in body if k not in names or k in taken)
-    if unknown:
-        raise invalid("unknown_field", f"unknown request field(s): {', '.join(unknown)}",
-                      unknown[0])
-    out = {names[k]: v for k, v in body.items()}
-    k = as_integer(out.pop("limit", None))
-    if k is not None:
-        if isinstance(k, bool) or not isinstance(k, int):
-            raise invalid("wrong_type", f"k must be an integer, got {type(k).__name__}", "k")
-        if k < K_MIN:
-            raise invalid("out_of_range", f"k must be >= {K_MIN} (above {spec.max_limit}: "
-                          f"{spec.max_limit}), got {k}", "k")
-    out["limit"] = spec.default_limit if k is None else min(k, spec.max_limit)
-    out.update(fixed)
-    return out
 
 
 def wire_names(path: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -199,3 +149,8 @@ def trace_body(receipt: Receipt) -> dict[str, Any]:
                                                            for s in body["searched"]],
         "stages": body["stages"],
     }
+
+
+__all__ = ["K_MIN", "NOT_IN_AGENT_BODY", "agent_body", "agent_fields", "to_camel", "camel_keys",
+           "wire_names", "wire_message", "renamed", "hit", "query_response", "context_response",
+           "trace_body", "context_hit", "context_hits", "occurred_at"]

@@ -14,12 +14,12 @@ from typing import Any
 
 from memory_core.types.choices import (BlockOrder, Channel, DropReason, Include, MemoryType,
                                        Mode, Retrieval, ScopeView, Tier)
-from memory_core.types.request import RetrieveRequest, stored_instant
+from memory_core.types.instants import stored_instant
 from memory_core.types.tags import Match, Resolve
 
 __all__ = ["BlockOrder", "Candidate", "Channel", "ContextHit", "Drop", "DropReason", "Include",
            "Match", "Memory", "MemoryType", "Mode", "Ranked", "Resolve", "Result", "Retrieval",
-           "RetrieveRequest", "RetrieveResponse", "ScopeView", "SearchedEntry", "Space", "Tier",
+           "RetrieveResponse", "ScopeView", "SearchedEntry", "Space", "Tier",
            "frozen_map", "new_candidate", "new_drop", "new_result", "stored_instant", "wire_fields"]
 
 

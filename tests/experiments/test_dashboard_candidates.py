@@ -9,14 +9,14 @@ from experiments.dashboard.candidates import (ScoreScale, candidate_table, compa
                                               drop_target, final_scale)
 from memory_core.trace import RerankTrace
 from memory_core.receipts import KeptEntry, Receipt
-from memory_core.types import (Drop, DropReason, Memory, MemoryType, Mode, Retrieval,
-                               RetrieveRequest, frozen_map)
+from memory_core.requests import RetrieveRequest
+from memory_core.types import Drop, DropReason, Memory, MemoryType, Mode, Retrieval, frozen_map
 
 
 def _request(limit: int = 10) -> RetrieveRequest:
     """A whole fast-mode request on space ``s`` (a receipt records every request field)."""
-    return RetrieveRequest(query="q", space_id="s", limit=limit, mode=Mode.FAST,
-                           channels=Retrieval.HYBRID)
+    return RetrieveRequest.of(query="q", space_id="s", limit=limit, mode=Mode.FAST,
+                              channels=Retrieval.HYBRID)
 
 
 def _memory(mid: str, content: str, kind: MemoryType = MemoryType.FACT,

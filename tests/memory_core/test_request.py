@@ -1,10 +1,9 @@
-"""A request is parsed once (``memory_core/request.py``): the parsed values travel, the one
-field list is the dataclass's, and what a request omits comes from the engine's spec or the
-dataclass's own defaults."""
+"""A request is parsed once (``memory_core/requests/``): the parsed values travel, the one
+field list is the model's, and what a request omits comes from the engine's spec or the
+model's own defaults."""
 
 from __future__ import annotations
 
-import dataclasses
 from datetime import UTC, datetime
 
 import pytest
@@ -14,12 +13,12 @@ from memory_core.config import EngineSpec, TagFilterSpec
 from memory_core.filters import compile as compile_mod
 from memory_core.filters import tag_groups
 from memory_core.receipts import Receipt, build_receipt
-from memory_core.request import DEFAULTS, FIELDS, parse_request
+from memory_core.requests import DEFAULTS, FIELDS, parse_request
 from memory_core.service import wire
-from memory_core.service.models import FIELD_TYPES
 from memory_core.store.sql import SQLITE
 from memory_core.trace import Trace
-from memory_core.types import Match, Mode, Retrieval, RetrieveRequest
+from memory_core.types import Match, Mode, Retrieval
+from memory_core.requests import RetrieveRequest
 from memory_core.types.tags import Leaf, Not, Or, to_plain
 
 BODY = {
@@ -85,15 +84,16 @@ def test_omitted_fields_come_from_the_spec_or_the_dataclass():
     for name, default in DEFAULTS.items():
         if name not in ("query", "space_id"):
             assert getattr(r, name) == default, name
-    # the engine-configured fields have no default of their own
-    required = {f.name for f in dataclasses.fields(RetrieveRequest)
-                if f.default is dataclasses.MISSING}
-    assert required == {"query", "limit", "mode", "channels"}
+    # the fields whose omission their rule decides: the question (refused), the target (a
+    # rule of the whole request) and the engine-configured ones
+    decided = {name for name, info in RetrieveRequest.model_fields.items()
+               if info.validate_default}
+    assert decided == {"query", "route", "limit", "mode", "channels"}
 
 
 def test_one_field_list_for_the_http_models_the_cli_and_the_wire_names():
-    assert FIELDS == tuple(f.name for f in dataclasses.fields(RetrieveRequest))
-    assert set(FIELD_TYPES) == set(FIELDS)
+    assert FIELDS == tuple(RetrieveRequest.model_fields)
+    assert tuple(RetrieveRequest.rules()) == FIELDS  # every field carries its rule
     assert set(SELECTION_FIELDS) <= set(FIELDS)
     assert set(wire.agent_fields().values()) <= set(FIELDS)
 

@@ -14,7 +14,7 @@ import pytest
 
 from benchmarks.live_service import start_service
 
-pytestmark = pytest.mark.service
+pytestmark = [pytest.mark.service, pytest.mark.slow]  # 5,000 items embedded at 1 ms each
 
 ITEMS = 5_000
 READ_BOUND_S = 1.0

@@ -12,20 +12,22 @@ import pytest
 from benchmarks.hash_engine import HashEmbedder
 from memory_core import MemoryCoreError, MemoryEngine
 from memory_core.config import EngineSpec
-from memory_core.write import WRITE_FIELDS
-from memory_core.request import FIELDS
+from memory_core.requests import FIELDS, WRITE_FIELDS
 from memory_core.service import models, wire
 from memory_core.service.client import RemoteMemory
 from memory_core.service.keys import KeyStore, hash_key
+from memory_core.service.request_models import request_models
 from memory_core.service.routes_v1 import memory_body
 from memory_core.types import (ContextHit, Memory, Result, RetrieveResponse, SearchedEntry,
                                Tier)
 
 
-def test_the_request_model_has_exactly_the_engines_fields_each_typed():
+def test_the_request_body_is_the_engines_model_each_field_stated():
     assert list(models.RetrieveBody.model_fields) == list(FIELDS)
-    untyped = [f for f in FIELDS if f not in models.FIELD_TYPES]
-    assert untyped == [], f"add {untyped} to memory_core/service/models.FIELD_TYPES"
+    stated = request_models()
+    props = stated.schemas["RetrieveBody"]["properties"]
+    assert list(props) == list(FIELDS)
+    assert all(props[f].get("anyOf") or props[f].get("type") for f in FIELDS), props
 
 
 def test_write_and_result_models_have_exactly_the_engines_fields():

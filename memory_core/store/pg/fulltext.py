@@ -24,7 +24,7 @@ past a tenth more rows than the kept copy: a fresh process loads that state (ten
 milliseconds) and tokenizes only the rows written since. It is a cache: a state of any version
 is caught up like one built here, and a missing or unreadable one is rebuilt from the rows.
 
-Figures (``benchmarks/pg_scale.py``, docs/recorded_figures.md "PostgreSQL at scale"): the
+Figures (``benchmarks/pg_scale.py``, docs/recorded_figures_archive.md "PostgreSQL at scale"): the
 first read of a 1,000-memory space costs the same in a 10k-memory database as in a 1M-memory
 one, where the former mirror of every memory of the store took seconds and hundreds of MB.
 

@@ -157,9 +157,9 @@ def test_completion_scores_only_what_the_request_may_read(hash_embedder, monkeyp
     real = search.completed_scores
 
     def spy(comp, request, space_id, *args):
-        real(comp, request, space_id, *args)
-        into = args[4]
-        scored.extend((space_id, m) for got in into.values() for m in got)
+        found = real(comp, request, space_id, *args)
+        scored.extend((space_id, m) for got in found.values() for m in got)
+        return found
 
     monkeypatch.setattr(search, "completed_scores", spy)
     # routing thresholds that send the read to both spaces, whatever the calibrated defaults
@@ -190,11 +190,11 @@ def test_graph_expansion_fuses_again_with_completed_scores(hash_embedder):
     calls: list[dict[str, set[str]]] = []
     real = search.completed_scores
 
-    def spy(comp, request, space_id, query_vec, flt, lists, read_spaces, into, asked,
-            matched=None):
-        before = {k: set(v) for k, v in asked.items()}
-        real(comp, request, space_id, query_vec, flt, lists, read_spaces, into, asked, matched)
-        calls.append({k: asked[k] - before.get(k, set()) for k in asked})
+    def spy(comp, request, space_id, query_vec, flt, lists, read_spaces, asked, matched=None):
+        found = real(comp, request, space_id, query_vec, flt, lists, read_spaces, asked,
+                     matched)
+        calls.append({k: set(v) for k, v in found.items()})  # what this round scored
+        return found
 
     def spec(complete, pool):
         return EngineSpec(channels=ChannelsSpec(dense_pool=pool, keyword_pool=pool,
@@ -255,9 +255,10 @@ def test_keyword_search_among_rows_gives_each_its_deep_list_score(hash_embedder,
         ids = _fill(eng)
         query = "apple mango plum"
         deep = {c.memory_id: c.score for c in keyword.search(
-            eng.store, "s", query, SqlFilter(), 100, index=index)}
+            eng.store, "s", query, SqlFilter(), 100, keyword.KeywordSettings(index=index))}
         among = [rowid_of(m) for m in ids[::3]]
         got = {c.memory_id: c.score for c in keyword.search(
-            eng.store, "s", query, SqlFilter(), 1, index=index, among=among)}
+            eng.store, "s", query, SqlFilter(), 1, keyword.KeywordSettings(index=index),
+            among=among)}
         want = {m: s for m, s in deep.items() if rowid_of(m) in set(among)}
         assert got == pytest.approx(want) and len(got) > 3

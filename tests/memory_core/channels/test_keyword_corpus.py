@@ -14,6 +14,7 @@ import pytest
 
 from memory_core import MemoryEngine
 from memory_core.channels import keyword
+from memory_core.channels.keyword import KeywordSettings
 from memory_core.channels.keyword_corpus import corpus_of, merged, of_store
 from memory_core.config import ChannelsSpec, EngineSpec
 from memory_core.errors import MemoryCoreError
@@ -68,11 +69,12 @@ def test_one_space_with_the_whole_corpus_scores_as_the_whole_store(hash_embedder
     for s in SPACES:
         for q in QUERIES:
             for flt in FILTERS[:2]:  # the others pick rows by rowid, which differ
-                args = (flt, 30, weight, None, idf, 50.0)
-                want = _ranked(keyword.search(joint.store, s, q, *args, index="fts5"), pos)
-                got = keyword.search(alone[s].store, s, q, *args, corpus=corpus)
+                fts5 = KeywordSettings(weight, None, idf, 50.0, index="fts5")
+                with_corpus = KeywordSettings(weight, None, idf, 50.0, corpus=corpus)
+                want = _ranked(keyword.search(joint.store, s, q, flt, 30, fts5), pos)
+                got = keyword.search(alone[s].store, s, q, flt, 30, with_corpus)
                 assert _ranked(got, pos, s) == want, (s, q)
-                own = _ranked(keyword.search(alone[s].store, s, q, *args, index="fts5"), pos, s)
+                own = _ranked(keyword.search(alone[s].store, s, q, flt, 30, fts5), pos, s)
                 differ += own != want
     assert differ > 0  # the store of one space alone ranks with that space's statistics
 
@@ -123,6 +125,6 @@ def test_a_word_fts5_reads_as_several_tokens_is_a_422(hash_embedder, monkeypatch
     store = alone["a"].store
     monkeypatch.setattr(store, "query_terms", lambda words: [None] * len(words))
     with pytest.raises(MemoryCoreError, match="several tokens") as err:
-        keyword.search(store, "a", QUERIES[0], SqlFilter(), 30, 0.4, idf="space",
-                       idf_prior_rows=50, corpus=corpus)
+        keyword.search(store, "a", QUERIES[0], SqlFilter(), 30, KeywordSettings(
+            0.4, idf="space", idf_prior_rows=50, corpus=corpus))
     assert err.value.status == 422

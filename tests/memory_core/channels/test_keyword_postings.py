@@ -12,6 +12,7 @@ import pytest
 
 from memory_core import MemoryEngine
 from memory_core.channels import keyword
+from memory_core.channels.keyword import KeywordSettings
 from memory_core.config import ChannelsSpec, EngineSpec
 from memory_core.store import SqlFilter, postings
 from memory_core.store.postings import TOKENIZE, Fts5Tokenizer, fts5_totals
@@ -56,9 +57,10 @@ def _engine(hash_embedder, index: str, seed: int = 0, batches: int = 3,
     return eng
 
 
-def _both(store, space, query, flt, weight, idf, stats):
-    args = (store, space, query, flt, 30, weight, None, idf, 50.0, stats)
-    return keyword.search(*args, index="fts5"), keyword.search(*args, index="postings")
+def _both(store, space, query, flt, weight, idf, stats, depth=30):
+    return tuple(keyword.search(store, space, query, flt, depth,
+                                KeywordSettings(weight, None, idf, 50.0, index=index), stats)
+                 for index in ("fts5", "postings"))
 
 
 def _same(a, b) -> None:
@@ -123,10 +125,8 @@ def test_ties_break_as_in_fts5(hash_embedder, seed):
             for idf in ("store", "space"):
                 for weight in (0.0, 0.3, 0.4, 1.0):
                     for stats in ((), ("a", "b")):
-                        args = (eng.store, "a", q, SqlFilter(), 200, weight, None, idf, 50.0,
-                                stats)
-                        _same(keyword.search(*args, index="fts5"),
-                              keyword.search(*args, index="postings"))
+                        _same(*_both(eng.store, "a", q, SqlFilter(), weight, idf, stats,
+                                     depth=200))
     finally:
         eng.close()
 
@@ -142,10 +142,8 @@ def test_a_selective_filter_reads_deeper_rounds(hash_embedder):
         for flt in (SqlFilter("m.rowid % 97 = 0"), SqlFilter("m.rowid % 7 = 0"),
                     SqlFilter("m.rowid < 0")):
             for depth in (1, 5, 30):
-                args = (eng.store, "s", "museum garden", flt, depth, 0.0, None, "space", 50.0,
-                        ())
-                _same(keyword.search(*args, index="fts5"),
-                      keyword.search(*args, index="postings"))
+                _same(*_both(eng.store, "s", "museum garden", flt, 0.0, "space", (),
+                             depth=depth))
     finally:
         eng.close()
 
@@ -210,8 +208,8 @@ def test_searches_beside_a_writer_thread_stay_exact(hash_embedder):
     def searcher() -> None:
         while time.monotonic() < stop:
             try:
-                keyword.search(eng.store, "s", QUERIES[1], SqlFilter(), 30, 0.4, idf="space",
-                               idf_prior_rows=50, index="postings")
+                keyword.search(eng.store, "s", QUERIES[1], SqlFilter(), 30, KeywordSettings(
+                    0.4, idf="space", idf_prior_rows=50, index="postings"))
             except BaseException as exc:  # collected: the test fails on any
                 errors.append(exc)
 
@@ -271,11 +269,11 @@ def test_only_one_space_whole_store_drops_weightless_words(hash_embedder):
 def test_a_word_fts5_reads_as_several_tokens_goes_to_fts5(hash_embedder, monkeypatch):
     eng = _engine(hash_embedder, "fts5", batches=1)
     try:
-        expected = keyword.search(eng.store, "a", QUERIES[0], SqlFilter(), 30, 0.4,
-                                  idf="space", idf_prior_rows=50, index="fts5")
+        expected = keyword.search(eng.store, "a", QUERIES[0], SqlFilter(), 30, KeywordSettings(
+            0.4, idf="space", idf_prior_rows=50, index="fts5"))
         monkeypatch.setattr(eng.store, "query_terms", lambda words: [None] * len(words))
-        got = keyword.search(eng.store, "a", QUERIES[0], SqlFilter(), 30, 0.4,
-                             idf="space", idf_prior_rows=50, index="postings")
+        got = keyword.search(eng.store, "a", QUERIES[0], SqlFilter(), 30, KeywordSettings(
+            0.4, idf="space", idf_prior_rows=50, index="postings"))
         _same(expected, got)
         assert eng.store._postings.spaces() == []  # never built
     finally:
@@ -287,8 +285,8 @@ def test_auto_uses_the_postings_from_the_threshold(hash_embedder):
     try:
         rows = eng.store.count_memories()
         for threshold, built in ((rows + 1, False), (rows, True)):
-            keyword.search(eng.store, "a", QUERIES[0], SqlFilter(), 30, 0.4, idf="space",
-                           index="auto", index_threshold=threshold)
+            keyword.search(eng.store, "a", QUERIES[0], SqlFilter(), 30, KeywordSettings(
+                0.4, idf="space", index="auto", index_threshold=threshold))
             assert ("a" in eng.store._postings.spaces()) is built
     finally:
         eng.close()
@@ -423,8 +421,8 @@ def test_config_checks_the_choice():
         ChannelsSpec(keyword_index="bm25s")
     with pytest.raises(ValueError, match="keyword_index_threshold"):
         ChannelsSpec(keyword_index_threshold=-1)
-    with pytest.raises(ValueError, match="index must be"):
-        keyword.search(None, "a", "q", SqlFilter(), 5, index="elastic")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="keyword index 'elastic'"):
+        KeywordSettings(index="elastic")  # type: ignore[arg-type]
 
 
 def test_term_counts_from_the_term_lists_equal_fts5s_matches(hash_embedder):

@@ -8,6 +8,7 @@ import pytest
 
 from memory_core import MemoryEngine
 from memory_core.channels import keyword
+from memory_core.channels.keyword import KeywordSettings
 from memory_core.config import ChannelsSpec
 from memory_core.store import SqlFilter
 
@@ -34,7 +35,8 @@ def test_words_most_of_the_space_holds_are_left_out(chat):
     assert keyword.space_common_words(chat.store, "c", words, 0.5) == ["caroline"]
     assert keyword.space_common_words(chat.store, "c", words, 0.9) == []
     off = keyword.search(chat.store, "c", "Caroline puppy", SqlFilter(), 10)
-    on = keyword.search(chat.store, "c", "Caroline puppy", SqlFilter(), 10, space_df_max=0.5)
+    on = keyword.search(chat.store, "c", "Caroline puppy", SqlFilter(), 10,
+                        KeywordSettings(space_df_max=0.5))
     assert len(off) == 9 and len(on) == 1  # only the puppy turn matches without the name
     assert on[0].memory_id == off[0].memory_id
 
@@ -43,7 +45,7 @@ def test_a_query_of_only_common_words_keeps_them(chat):
     words = keyword.query_words("Caroline garden")
     assert keyword.space_common_words(chat.store, "c", words, 0.5) == []
     assert len(keyword.search(chat.store, "c", "Caroline garden", SqlFilter(), 10,
-                              space_df_max=0.5)) == 8
+                              KeywordSettings(space_df_max=0.5))) == 8
 
 
 def test_the_setting_is_checked():

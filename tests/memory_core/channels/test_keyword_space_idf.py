@@ -10,6 +10,7 @@ import pytest
 
 from memory_core import MemoryEngine
 from memory_core.channels import keyword
+from memory_core.channels.keyword import KeywordSettings
 from memory_core.config import ChannelsSpec
 from memory_core.store import SqlFilter, rowid_of
 
@@ -74,9 +75,9 @@ def test_fts5_idf_matches_the_formula():
 @pytest.mark.parametrize("weight", [0.0, 0.4])
 def test_in_a_store_of_one_space_the_scores_equal_fts5s(one_space, weight):
     q = "Did Caroline's puppy chew the garden hose?"
-    store = keyword.search(one_space.store, "c", q, SqlFilter(), 20, weight)
-    space = keyword.search(one_space.store, "c", q, SqlFilter(), 20, weight, idf="space",
-                           idf_prior_rows=50)
+    store = keyword.search(one_space.store, "c", q, SqlFilter(), 20, KeywordSettings(weight))
+    space = keyword.search(one_space.store, "c", q, SqlFilter(), 20,
+                           KeywordSettings(weight, idf="space", idf_prior_rows=50))
     assert [c.memory_id for c in space] == [c.memory_id for c in store]
     assert [c.score for c in space] == pytest.approx([c.score for c in store], rel=1e-9)
     # scored word by word, the scores sum to FTS5's over the whole query
@@ -94,7 +95,8 @@ def test_a_word_common_in_its_space_weighs_nothing_there(two_spaces):
     store = dict((c.memory_id, c.score) for c in
                  keyword.search(eng.store, "c", "Caroline puppy", SqlFilter(), 20))
     space = dict((c.memory_id, c.score) for c in
-                 keyword.search(eng.store, "c", "Caroline puppy", SqlFilter(), 20, idf="space"))
+                 keyword.search(eng.store, "c", "Caroline puppy", SqlFilter(), 20,
+                                KeywordSettings(idf="space")))
     name_only = _id_of(eng, TURNS[9])  # "Caroline: Caroline met Caroline's sister"
     assert store[name_only] > 1.0  # FTS5: the name is rare store-wide
     assert space[name_only] < 1e-3  # within the space it is in most rows
@@ -112,11 +114,11 @@ def test_the_filter_drops_rows_but_they_still_count(two_spaces):
     eng = two_spaces
     puppy_owner = _id_of(eng, TURNS[6])
     flt = SqlFilter("m.rowid != ?", (rowid_of(puppy_owner),))
-    kept = keyword.search(eng.store, "c", "puppy", flt, 20, idf="space")
+    kept = keyword.search(eng.store, "c", "puppy", flt, 20, KeywordSettings(idf="space"))
     assert puppy_owner not in [c.memory_id for c in kept] and len(kept) == 1
     # df of "puppy" in c is 2 of 10 whether or not the filter hides one of them
     full = {c.memory_id: c.score for c in keyword.search(eng.store, "c", "puppy", SqlFilter(),
-                                                          20, idf="space")}
+                                                          20, KeywordSettings(idf="space"))}
     assert kept[0].score == pytest.approx(full[kept[0].memory_id])
 
 
@@ -126,7 +128,7 @@ def test_the_setting_is_checked(one_space):
     assert ChannelsSpec().keyword_idf == "space"
     assert ChannelsSpec().keyword_idf_prior_rows == 50.0
     with pytest.raises(ValueError, match="idf"):
-        keyword.search(one_space.store, "c", "puppy", SqlFilter(), 5, idf="global")
+        KeywordSettings(idf="global")
 
 
 def test_prior_rows_move_the_weights_back_toward_the_store(two_spaces):
@@ -135,7 +137,7 @@ def test_prior_rows_move_the_weights_back_toward_the_store(two_spaces):
 
     def scores(**kw):
         return {c.memory_id: c.score
-                for c in keyword.search(eng.store, "c", q, SqlFilter(), 20, **kw)}
+                for c in keyword.search(eng.store, "c", q, SqlFilter(), 20, KeywordSettings(**kw))}
 
     store, pure = scores(), scores(idf="space")
     some, huge = scores(idf="space", idf_prior_rows=20), scores(idf="space", idf_prior_rows=1e8)
@@ -158,11 +160,12 @@ def test_a_read_of_several_spaces_counts_them_together(hash_embedder):
     q = "Caroline puppy garden"
     for kw in ({}, {"idf_prior_rows": 20.0}):
         whole = {union.get_memory(c.memory_id).content: c.score for c in keyword.search(
-            union.store, "c", q, SqlFilter(), 50, 0.4, idf="space", **kw)}
+            union.store, "c", q, SqlFilter(), 50, KeywordSettings(0.4, idf="space", **kw))}
         for space in ("c", "shop"):
-            alone = keyword.search(split.store, space, q, SqlFilter(), 50, 0.4, idf="space", **kw)
-            read = keyword.search(split.store, space, q, SqlFilter(), 50, 0.4, idf="space",
-                                  stats_spaces=("c", "shop"), **kw)
+            settings = KeywordSettings(0.4, idf="space", **kw)
+            alone = keyword.search(split.store, space, q, SqlFilter(), 50, settings)
+            read = keyword.search(split.store, space, q, SqlFilter(), 50, settings,
+                                  stats_spaces=("c", "shop"))
             got = {split.get_memory(c.memory_id).content: c.score for c in read}
             assert got == pytest.approx({t: whole[t] for t in got}, rel=1e-9)
             assert [c.score for c in alone] != pytest.approx([c.score for c in read])
@@ -180,11 +183,13 @@ def test_words_half_the_store_holds_are_left_out_of_fts5s_match(one_space):
         '"caroline"', '"garden"'}
     assert store.keyword_common(['"caroline"'], True) == {'"caroline"'}
     for idf in ("store", "space"):  # one space: the space's counts are the store's
-        got = keyword.search(store, "c", "Caroline puppy", SqlFilter(), 20, idf=idf)
+        got = keyword.search(store, "c", "Caroline puppy", SqlFilter(), 20,
+                             KeywordSettings(idf=idf))
         assert {c.memory_id for c in got} == {_id_of(one_space, TURNS[6]),
                                               _id_of(one_space, TURNS[7])}
         # every word common: the query keeps them all
-        assert len(keyword.search(store, "c", "Caroline", SqlFilter(), 20, idf=idf)) == 8
+        assert len(keyword.search(store, "c", "Caroline", SqlFilter(), 20,
+                                  KeywordSettings(idf=idf))) == 8
     # the puppy turns' order is the full query's: the name weighed (almost) nothing there
     full = store.keyword_search("c", '"caroline" OR "puppy"', SqlFilter(), 20)
     pruned = keyword.search(store, "c", "Caroline puppy", SqlFilter(), 20)

@@ -10,7 +10,7 @@ a memory the channel never listed, and equal BM25 scores (equal-length holders) 
 holder *and* every non-listed memory to 1.0, so the order followed the dense list: with
 ``zq{b}x`` only 11 of 20 holders made the top 20 and one fell past rank 50. Fast mode (the
 fusion's own order); accurate mode's learned scorer is measured, not pinned
-(docs/recorded_figures.md "Fusion that keeps a hit apart from a miss").
+(docs/recorded_figures_archive.md "Fusion that keeps a hit apart from a miss").
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ import pytest
 
 from memory_core import MemoryEngine
 from memory_core.channels import keyword
+from memory_core.channels.keyword import KeywordSettings
 from memory_core.config import ChannelsSpec, EngineSpec
 from memory_core.store import SqlFilter, Store, rowid_of
 
@@ -69,7 +70,7 @@ def test_short_answer_is_found_through_its_question_only_with_context_weight(has
         with MemoryEngine.open(":memory:", spec, embedder=hash_embedder) as eng:
             eng.create_space("s")
             _, answer, _ = _session(eng)
-            hits = keyword.search(eng.store, "s", query, SqlFilter(), 10, weight)
+            hits = keyword.search(eng.store, "s", query, SqlFilter(), 10, KeywordSettings(weight))
             found[weight] = [c.memory_id for c in hits]
             if weight:
                 resp = eng.retrieve(query=query, space_id="s", mode="fast", limit=3)
@@ -137,7 +138,8 @@ def test_context_does_not_inflate_document_frequency(engine):
                              "timestamp": f"2024-01-01T00:{i:02d}:00Z"}
                             for i, t in enumerate(turns)])
     def scores(weight: float) -> dict[int, float]:  # the channel: FTS5, or the postings
-        found = keyword.search(engine.store, "s", "zeppelin", SqlFilter(), 5, weight)
+        found = keyword.search(engine.store, "s", "zeppelin", SqlFilter(), 5,
+                               KeywordSettings(weight))
         return {rowid_of(c.memory_id): c.score for c in found}
 
     own, both = scores(0.0), scores(0.5)

@@ -15,6 +15,7 @@ import pytest
 
 from experiments.data.synthetic import generate_world, tiny_spec
 from experiments.ingest import ingest
+from memory_core.channels.keyword import KeywordSettings
 from memory_core import MemoryEngine
 from memory_core.config import EngineSpec
 
@@ -99,7 +100,7 @@ def test_keyword_scores_are_fts5_numbers_on_postgres(tmp_path, pg_uri, hash_embe
         for q in generate_world(tiny_spec()).queries:
             for index in ("fts5", "postings"):
                 got = [keyword.search(e.store, "payments", q.text, SqlFilter(), 20,
-                                      context_weight=0.5, index=index)
+                                      KeywordSettings(context_weight=0.5, index=index))
                        for e in (lite, pg)]
                 assert [c.memory_id for c in got[0]] == [c.memory_id for c in got[1]]
                 assert all(abs(a.score - b.score) <= 1e-9

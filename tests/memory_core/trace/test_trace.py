@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from memory_core import MemoryCoreError, MemoryEngine, engine_routing, pipeline
+from memory_core import MemoryCoreError, MemoryEngine, engine_routing, pipeline, serve
 from memory_core.config import EngineSpec, EscalateSpec, RoutingSpec
 from memory_core.errors import ErrorCode
 from memory_core.receipts import SCHEMA_VERSION, Receipt
-from memory_core.request import parse_request
+from memory_core.requests import parse_request
 from memory_core.routing import SpaceScore
 from memory_core.trace import (CandidateLists, ChannelCounts, DedupTrace, EscalationTrace,
                                ExpansionTrace, RerankTrace, RoutingTrace, Trace, TraceRow)
@@ -169,6 +169,7 @@ def test_split_subjects_runs_once_per_routed_retrieve(eng, monkeypatch):
 
     monkeypatch.setattr(engine_routing, "split_subjects", counting)
     monkeypatch.setattr(pipeline, "split_subjects", counting)
+    monkeypatch.setattr(serve, "split_subjects", counting)  # the read path splits, once
     resp = eng.retrieve(query="Who owns pricing and what moved to Stripe?", route="auto",
                         expand_query=True, receipt=True)
     assert calls == ["Who owns pricing and what moved to Stripe?"]
