@@ -1,0 +1,133 @@
+"""The MCP server (DESIGN.md, "MCP"), on the official ``mcp`` SDK's low-level server: the
+tools of :mod:`.mcp_tools` over stdio or over streamable HTTP.
+
+    memory-core mcp --store DIR|URI [--principal NAME]    # stdio, acting as NAME
+    memory-core serve --store DIR                          # also serves /mcp (streamable HTTP)
+
+Over stdio the process acts as ``--principal`` (default: the store's owner, who owns every
+space created without members); there is no key, as the local user runs the process. Over
+HTTP, ``/mcp`` takes the bearer keys of ``/v1/*``: each request's key decides the principal of
+the tool calls it carries (no key or an unknown one is 401 with the service's body), so a
+session cannot lend its principal to a request with another key.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from importlib.metadata import version
+from typing import Any
+
+import anyio
+import mcp_types as types
+from fastapi.responses import JSONResponse
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import Server
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from starlette.types import Receive, Scope, Send
+
+from memory_core.service.errors import ServiceCode, ServiceError
+from memory_core.service.mcp_tools import Tools
+from memory_core.service.shared import Service
+
+NAME = "memory_core"
+INSTRUCTIONS = (
+    "Long-term memory. list_spaces shows the spaces you may read; retrieve (or recall, the "
+    "agent-memory API's camelCase query) finds memories for a question, get_context gives "
+    "them as a prompt-ready block; write_memory stores new ones. A refused call is a tool "
+    "error whose text is JSON {code, reason, message}: fix the named field and call again.")
+
+
+def build_server(svc: Service, principal: str | None = None) -> Server[Any]:
+    """The low-level server over ``svc``'s engine. A call acts as the principal the HTTP
+    transport put in its request's scope (``/mcp``), else as ``principal`` (stdio), else as
+    the store's owner."""
+    tools = Tools(svc)
+    default = principal or svc.engine.spec.owner
+
+    async def list_tools(ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams
+                         | None) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=tools.listed)
+
+    async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+                        ) -> types.CallToolResult:
+        who = default
+        request = ctx.request
+        if request is not None:  # streamable HTTP: the key's principal (McpHttp)
+            who = request.scope.get("state", {}).get("principal")
+            if who is None:
+                raise RuntimeError("an MCP request over HTTP reached a tool unauthenticated")
+        return await tools.call(params.name, params.arguments, who,
+                                ctx.session.report_progress)
+
+    return Server(NAME, version=version("memory_core"), instructions=INSTRUCTIONS,
+                  on_list_tools=list_tools, on_call_tool=call_tool,
+                  get_tool_input_schema=tools.schemas.get)
+
+
+async def serve_stdio(svc: Service, principal: str | None = None) -> None:
+    """Serve the tools over this process's stdin/stdout until the client closes them."""
+    from mcp.server.stdio import stdio_server
+
+    server = build_server(svc, principal)
+    async with stdio_server() as (read, write):
+        await server.run(read, write, server.create_initialization_options())
+
+
+def run_stdio(store: str, principal: str | None = None, engine_factory: str | None = None
+              ) -> None:
+    """``memory-core mcp``: open the store, serve stdio, close the engine (index flushed)."""
+    from memory_core.service.keys import KeyStore
+    from memory_core.service.server import resolve_factory
+    from memory_core.service.shared import ServiceSettings
+
+    engine = resolve_factory(engine_factory)(store)
+    keys = KeyStore.for_store(store)  # unused over stdio; the service's parts are shared
+    try:
+        anyio.run(serve_stdio, Service(engine, keys, ServiceSettings()), principal)
+    finally:
+        engine.close()
+        keys.close()
+
+
+class McpHttp:
+    """``/mcp``: the server over streamable HTTP behind the service's bearer keys (ASGI).
+
+    :meth:`lifespan` runs the SDK's session manager (a fresh one each time the app starts);
+    a request before it runs is 503."""
+
+    def __init__(self, svc: Service):
+        self.svc = svc
+        self.server = build_server(svc)
+        self.manager: StreamableHTTPSessionManager | None = None
+
+    @contextlib.asynccontextmanager
+    async def lifespan(self) -> AsyncIterator[None]:
+        manager = StreamableHTTPSessionManager(app=self.server)
+        async with manager.run():
+            self.manager = manager
+            try:
+                yield
+            finally:
+                self.manager = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        headers = dict(scope.get("headers") or [])
+        scheme, _, key = headers.get(b"authorization", b"").decode("latin-1").partition(" ")
+        if scheme.lower() != "bearer" or not key.strip():
+            refused = ServiceError(ServiceCode.UNAUTHORIZED, "missing_key",
+                                   "send an API key: Authorization: Bearer <key>")
+        elif (who := self.svc.keys.principal_of(key.strip())) is None:
+            refused = ServiceError(ServiceCode.UNAUTHORIZED, "invalid_key",
+                                   "the API key is not valid for this service")
+        else:
+            scope.setdefault("state", {})["principal"] = who
+            if self.manager is None:
+                await JSONResponse({"code": "internal_error", "reason": "not_started",
+                                    "message": "the MCP session manager is not running"},
+                                   503)(scope, receive, send)
+                return
+            await self.manager.handle_request(scope, receive, send)
+            return
+        await JSONResponse(refused.to_dict(), 401, {"WWW-Authenticate": "Bearer"})(
+            scope, receive, send)
