@@ -105,7 +105,8 @@ def create_app(engine: MemoryEngine, keys: KeyStore,
         (:mod:`memory_core.service.metrics`)."""
         return Response(svc.metrics.render(), media_type=CONTENT_TYPE)
 
-    app.router.routes.append(Route("/mcp", endpoint=mcp, include_in_schema=False))
+    mcp.route = Route("/mcp", endpoint=mcp, include_in_schema=False)
+    app.router.routes.append(mcp.route)
 
     # every route with its full path, for a 405's Allow header
     app.state.served_routes = (*app.router.routes, *(r for api in routers for r in api.routes))
