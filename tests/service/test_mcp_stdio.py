@@ -41,13 +41,15 @@ def body(result: Any) -> Any:
     return json.loads(result.content[0].text)
 
 
-def drive(params: Any, script: Any) -> Any:
-    """Run ``script(client)`` against a fresh server process; its return value."""
+def drive(params: Any, script: Any, log: Path) -> Any:
+    """Run ``script(client)`` against a fresh server process (its stderr into ``log``); its
+    return value."""
     from mcp import Client
+    from mcp.client.stdio import stdio_client
 
     async def main() -> Any:
-        with anyio.fail_after(CALL_TIMEOUT_S):
-            async with Client(params, cache=None) as client:
+        with anyio.fail_after(CALL_TIMEOUT_S), open(log, "w") as errlog:
+            async with Client(stdio_client(params, errlog=errlog), cache=None) as client:
                 return await script(client)
     return anyio.run(main)
 
@@ -86,7 +88,7 @@ def test_stdio_tools_answer_as_the_http_routes_do(store: Path):
                                                       "limit": 50})
         return out
 
-    out = drive(mcp_stdio(store, "alice"), script)
+    out = drive(mcp_stdio(store, "alice"), script, store.parent / "server.log")
     tools = out["tools"]
     assert set(tools) == TOOLS
     # the schemas are the request models' (not restated), the description an agent's
@@ -172,7 +174,8 @@ def test_a_long_write_reports_progress_and_a_cancelled_one_stores_nothing(store:
                                                         "query": "ledger entry quarterly"})
         return out
 
-    out = drive(mcp_stdio(store, "alice", "benchmarks.hash_engine:open_slow_engine"), script)
+    out = drive(mcp_stdio(store, "alice", "benchmarks.hash_engine:open_slow_engine"), script,
+                store.parent / "server.log")
     assert not out["done"].is_error and len(body(out["done"])["memory_ids"]) == 600
     marks = [p for p, _, _ in out["progress"]]
     assert len(marks) == 7 and marks == sorted(marks) and marks[-1] == 1.0
