@@ -4,7 +4,7 @@
     memory-core serve --store DIR [--host 127.0.0.1] [--port 8080]
     memory-core serve --store postgresql://...   # a database store: keys in its api_keys table
     memory-core migrate --from DIR --to postgresql://...   # copy a store, its keys included
-    memory-core mcp --store DIR|URI [--principal NAME]     # MCP over stdio (.mcp_server)
+    memory-core mcp --store DIR|URI [--principal NAME] [--list-tools]  # MCP over stdio
 
 Nothing here imports FastAPI or uvicorn until ``serve`` runs.
 """
@@ -72,6 +72,8 @@ def add_commands(sub: Any, make_parser: Callable[..., argparse.ArgumentParser]) 
                      help="the store directory, or a postgresql:// URI")
     mcp.add_argument("--principal", metavar="NAME",
                      help="who the tool calls act as (default: the store's owner)")
+    mcp.add_argument("--list-tools", action="store_true",
+                     help="print the tools and their fields (asked over MCP) and exit")
     mcp.add_argument("--engine-factory", metavar="MODULE:CALLABLE",
                      help="build the engine with this callable(store_dir) instead of "
                      "MemoryEngine.open (tests: a model-free embedder)")
@@ -173,7 +175,7 @@ def _mcp(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 1
     try:
-        run_stdio(args.store, args.principal, args.engine_factory)
+        run_stdio(args.store, args.principal, args.engine_factory, args.list_tools)
     except ValueError as exc:  # a bad --engine-factory
         print(f"error: {exc}", file=sys.stderr)
         return 1

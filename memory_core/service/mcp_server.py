@@ -2,6 +2,7 @@
 tools of :mod:`.mcp_tools` over stdio or over streamable HTTP.
 
     memory-core mcp --store DIR|URI [--principal NAME]    # stdio, acting as NAME
+    memory-core mcp --store DIR --list-tools               # the tools, asked over MCP
     memory-core serve --store DIR                          # also serves /mcp (streamable HTTP)
 
 Over stdio the process acts as ``--principal`` (default: the store's owner, who owns every
@@ -81,9 +82,27 @@ async def serve_stdio(svc: Service, principal: str | None = None) -> None:
         await server.run(read, write, server.create_initialization_options())
 
 
-def run_stdio(store: str, principal: str | None = None, engine_factory: str | None = None
-              ) -> None:
-    """``memory-core mcp``: open the store, serve stdio, close the engine (index flushed)."""
+async def tool_listing(svc: Service, principal: str | None = None) -> str:
+    """``memory-core mcp --list-tools``: the SDK's client asks the server (in process) for its
+    tools; one line each, its name, its fields (required ones starred) and what it does."""
+    from mcp import Client
+
+    async with Client(build_server(svc, principal), cache=None) as client:
+        listed = (await client.list_tools()).tools
+    lines = []
+    for tool in listed:
+        required = set(tool.input_schema.get("required", ()))
+        fields = ", ".join(f"{name}{'*' if name in required else ''}"
+                           for name in tool.input_schema.get("properties", {}))
+        what = (tool.description or "").split(". ")[0].rstrip(".")
+        lines.append(f"{tool.name}({fields})\n    {what}")
+    return "\n".join(lines)
+
+
+def run_stdio(store: str, principal: str | None = None, engine_factory: str | None = None,
+              list_tools: bool = False) -> None:
+    """``memory-core mcp``: open the store, serve stdio (or print the tools), close the
+    engine (index flushed)."""
     from memory_core.service.keys import KeyStore
     from memory_core.service.server import resolve_factory
     from memory_core.service.shared import ServiceSettings
@@ -91,7 +110,11 @@ def run_stdio(store: str, principal: str | None = None, engine_factory: str | No
     engine = resolve_factory(engine_factory)(store)
     keys = KeyStore.for_store(store)  # unused over stdio; the service's parts are shared
     try:
-        anyio.run(serve_stdio, Service(engine, keys, ServiceSettings()), principal)
+        svc = Service(engine, keys, ServiceSettings())
+        if list_tools:
+            print(anyio.run(tool_listing, svc, principal))
+        else:
+            anyio.run(serve_stdio, svc, principal)
     finally:
         engine.close()
         keys.close()

@@ -182,3 +182,17 @@ def test_a_long_write_reports_progress_and_a_cancelled_one_stores_nothing(store:
     assert out["progress"][0][2] == "embedded 100 of 600 pieces"
     assert len(body(out["stored"])["hits"]) == 50
     assert body(out["cancelled"])["hits"] == []
+
+
+def test_list_tools_prints_every_tool_and_a_missing_store_is_refused(store: Path, capsys):
+    from memory_core.cli import main
+
+    assert main(["mcp", "--store", str(store), "--list-tools", "--engine-factory",
+                 "benchmarks.hash_engine:open_engine"]) == 0
+    out = capsys.readouterr().out
+    assert {line.split("(")[0] for line in out.splitlines() if not line.startswith(" ")} \
+        == TOOLS
+    assert "get_receipt(receipt_id*)" in out and "recall(context_id*, query*," in out
+    assert main(["mcp", "--store", str(store / "nowhere")]) == 1
+    assert "store_missing" in capsys.readouterr().err
+    assert main(["mcp", "--store", str(store), "--bogus"]) == 2
