@@ -106,7 +106,7 @@ def create_app(engine: MemoryEngine, keys: KeyStore,
         return Response(svc.metrics.render(), media_type=CONTENT_TYPE)
 
     mcp.route = Route("/mcp", endpoint=mcp, include_in_schema=False)
-    app.router.routes.append(mcp.route)
+    app.router.routes.insert(0, mcp.route)  # matched first: a tool call skips the route scan
 
     # every route with its full path, for a 405's Allow header
     app.state.served_routes = (*app.router.routes, *(r for api in routers for r in api.routes))

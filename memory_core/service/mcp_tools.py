@@ -1,4 +1,5 @@
-"""The MCP tools (DESIGN.md, "MCP"): what each takes, says and answers.
+"""The MCP tools (DESIGN.md, "MCP"): what each takes, says and answers (a result is one text
+content: the JSON body, or the block string).
 
 Each tool answers what the HTTP route of the same request answers, through the route's own
 function (:mod:`.routes_v1`, :mod:`.routes_agent`), so there is one implementation:
@@ -140,10 +141,10 @@ class Tools:
             log.error("unexpected %s in MCP tool %s", type(exc).__name__, name, exc_info=exc)
             return _error({"code": "internal_error", "reason": "unexpected",
                            "message": "internal error; the server log has the details"})
-        if isinstance(result, str):
-            return types.CallToolResult(content=[types.TextContent(text=result)])
-        return types.CallToolResult(content=[types.TextContent(text=json.dumps(result))],
-                                    structured_content=result)
+        # the body once, as JSON text: also sending it as structuredContent doubled what each
+        # call serialises and parses (~1 ms of server CPU a read; benchmarks/mcp_load.py)
+        text = result if isinstance(result, str) else json.dumps(result)
+        return types.CallToolResult(content=[types.TextContent(text=text)])
 
     async def _answer(self, name: str, args: dict[str, Any], p: str,
                       progress: Progress | None) -> str | dict[str, Any]:

@@ -194,6 +194,5 @@ def test_retrieve_parity_with_the_http_body_for_the_seed_examples(live: LiveServ
         assert answer.status_code == 200, (example, answer.text)
         assert not first.is_error, (example, first.content[0].text)
         assert stable(text_of(first)) == stable(answer.json()) == stable(text_of(second))
-        assert first.structured_content == text_of(first)
         nonempty += bool(answer.json()["results"])
     assert nonempty >= len(SEED_EXAMPLES) - 2  # the examples are answered, not all empty
