@@ -196,3 +196,23 @@ def test_retrieve_parity_with_the_http_body_for_the_seed_examples(live: LiveServ
         assert stable(text_of(first)) == stable(answer.json()) == stable(text_of(second))
         nonempty += bool(answer.json()["results"])
     assert nonempty >= len(SEED_EXAMPLES) - 2  # the examples are answered, not all empty
+
+
+def test_a_long_write_reports_progress_over_http(live: LiveService):
+    """250 items: three embedding batches, then the transaction; the progress notifications
+    ride the call's event stream."""
+    marks: list[float] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        marks.append(progress)
+
+    async def main() -> Any:
+        async with mcp_client(live, "carol") as c:  # alice's spaces stay as the tests read them
+            await c.call_tool("create_space", {"space_id": "bulk", "description": "bulk"})
+            return await c.call_tool("write_memory", {"space_id": "bulk", "items": [
+                {"content": f"bulk note {i}"} for i in range(250)]},
+                progress_callback=on_progress)
+
+    result = anyio.run(main)
+    assert not result.is_error and len(text_of(result)["memory_ids"]) == 250
+    assert len(marks) == 4 and marks == sorted(marks) and marks[-1] == 1.0
