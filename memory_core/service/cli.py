@@ -6,7 +6,7 @@
     memory-core migrate --from DIR --to postgresql://...   # copy a store, its keys included
     memory-core mcp --store DIR|URI [--principal NAME] [--list-tools]  # MCP over stdio
 
-Nothing here imports FastAPI or uvicorn until ``serve`` runs.
+Nothing here imports FastAPI, uvicorn or the MCP SDK until ``serve`` or ``mcp`` runs.
 """
 
 from __future__ import annotations
@@ -168,6 +168,7 @@ def _mcp(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from memory_core.service.mcp_server import run_stdio
+    from memory_core.service.server import resolve_factory
     from memory_core.store.location import parse_location
 
     if not parse_location(args.store).is_url and not Path(args.store).is_dir():
@@ -175,7 +176,8 @@ def _mcp(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 1
     try:
-        run_stdio(args.store, args.principal, args.engine_factory, args.list_tools)
+        run_stdio(args.store, resolve_factory(args.engine_factory), args.principal,
+                  args.list_tools)
     except ValueError as exc:  # a bad --engine-factory
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from importlib.metadata import version
 from typing import Any
 
@@ -28,6 +28,7 @@ from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.types import Receive, Scope, Send
 
+from memory_core.engine import MemoryEngine
 from memory_core.service.errors import ServiceCode, ServiceError
 from memory_core.service.mcp_tools import Tools
 from memory_core.service.shared import Service
@@ -99,15 +100,14 @@ async def tool_listing(svc: Service, principal: str | None = None) -> str:
     return "\n".join(lines)
 
 
-def run_stdio(store: str, principal: str | None = None, engine_factory: str | None = None,
-              list_tools: bool = False) -> None:
-    """``memory-core mcp``: open the store, serve stdio (or print the tools), close the
-    engine (index flushed)."""
+def run_stdio(store: str, open_engine: Callable[[str], MemoryEngine],
+              principal: str | None = None, list_tools: bool = False) -> None:
+    """``memory-core mcp``: open the store with ``open_engine``, serve stdio (or print the
+    tools), close the engine (index flushed)."""
     from memory_core.service.keys import KeyStore
-    from memory_core.service.server import resolve_factory
     from memory_core.service.shared import ServiceSettings
 
-    engine = resolve_factory(engine_factory)(store)
+    engine = open_engine(store)
     keys = KeyStore.for_store(store)  # unused over stdio; the service's parts are shared
     try:
         svc = Service(engine, keys, ServiceSettings())
