@@ -104,9 +104,10 @@ def start_service(tmp: Path, principals: Sequence[str], engine_factory: str | No
 
 
 @contextlib.asynccontextmanager
-async def mcp_client(service: LiveService, principal: str) -> AsyncIterator[Any]:
+async def mcp_client(service: LiveService, principal: str, mode: str = "auto"
+                     ) -> AsyncIterator[Any]:
     """The MCP SDK's own client on the service's ``/mcp`` (streamable HTTP) with
-    ``principal``'s bearer key."""
+    ``principal``'s bearer key (``mode="legacy"``: the 2025 handshake era, a session id)."""
     from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
     from mcp.shared._httpx_utils import create_mcp_http_client
@@ -114,7 +115,7 @@ async def mcp_client(service: LiveService, principal: str) -> AsyncIterator[Any]
     headers = {"Authorization": f"Bearer {service.keys[principal]}"}
     async with create_mcp_http_client(headers=headers) as http:
         async with Client(streamable_http_client(f"{service.url}/mcp", http_client=http),
-                          cache=None) as client:
+                          cache=None, mode=mode) as client:
             yield client
 
 

@@ -216,3 +216,23 @@ def test_a_long_write_reports_progress_over_http(live: LiveService):
     result = anyio.run(main)
     assert not result.is_error and len(text_of(result)["memory_ids"]) == 250
     assert len(marks) == 4 and marks == sorted(marks) and marks[-1] == 1.0
+
+
+def test_a_handshake_era_client_is_served_alike(live: LiveService):
+    """A 2025-era client (initialize handshake, a session id) gets the same answers, the key
+    deciding the principal as before."""
+    body = {"space_id": "payments", "query": "When do invoices go out?"}
+
+    async def main(principal: str) -> tuple[str, Any, Any]:
+        async with mcp_client(live, principal, mode="legacy") as c:
+            return (c.protocol_version, await c.call_tool("retrieve", body),
+                    await c.call_tool("list_spaces", {}))
+
+    version, found, spaces = anyio.run(main, "alice")
+    with live.client("alice") as c:
+        http = c.post("/v1/retrieve", json=body).json()
+    assert version.startswith("2025") and stable(text_of(found)) == stable(http)
+    assert {s["space_id"] for s in text_of(spaces)["spaces"]} >= {"payments", "infra"}
+    _, refused, none = anyio.run(main, "eve")
+    assert refused.is_error and text_of(refused)["code"] == "not_found"
+    assert text_of(none) == {"spaces": []}
