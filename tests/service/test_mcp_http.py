@@ -236,3 +236,38 @@ def test_a_handshake_era_client_is_served_alike(live: LiveService):
     _, refused, none = anyio.run(main, "eve")
     assert refused.is_error and text_of(refused)["code"] == "not_found"
     assert text_of(none) == {"spaces": []}
+
+
+def test_a_cancelled_write_over_http_stores_nothing(tmp_path):
+    """On a server that embeds ~1 ms a text, a 600-item write cancelled after its first
+    progress notification stores none of its items; the same write left alone stores all."""
+    items = [{"content": f"ledger entry {i} for the close"} for i in range(600)]
+
+    async def main(live: LiveService) -> tuple[Any, Any, Any]:
+        async with mcp_client(live, "alice") as c:
+            for space in ("kept", "cancelled"):
+                await c.call_tool("create_space", {"space_id": space, "description": space})
+            done = await c.call_tool("write_memory", {"space_id": "kept", "items": items})
+            started = anyio.Event()
+
+            async def first(progress: float, total: float | None, message: str | None
+                            ) -> None:
+                started.set()
+
+            async with anyio.create_task_group() as tg:
+                async def write() -> None:
+                    await c.call_tool("write_memory", {"space_id": "cancelled",
+                                                       "items": items}, progress_callback=first)
+                tg.start_soon(write)
+                await started.wait()
+                tg.cancel_scope.cancel()
+            await anyio.sleep(3.0)  # longer than the rest of the write would have taken
+            query = {"query": "ledger entry close", "limit": 50}
+            return (done, await c.call_tool("retrieve", {**query, "space_id": "kept"}),
+                    await c.call_tool("retrieve", {**query, "space_id": "cancelled"}))
+
+    with start_service(tmp_path, ("alice",),
+                       engine_factory="benchmarks.hash_engine:open_slow_engine") as live:
+        done, kept, cancelled = anyio.run(main, live)
+    assert len(text_of(done)["memory_ids"]) == 600 and len(text_of(kept)["results"]) == 50
+    assert not cancelled.is_error and text_of(cancelled)["results"] == []
