@@ -30,6 +30,19 @@ from memory_core.types import Include, RetrieveResponse
 PATH_FIELDS = {"space_id": "context_id", "session_id": "session_id"}
 
 
+def recall_body(svc: Service, context_id: str, body: Any, p: str) -> dict[str, Any]:
+    """``POST /api/v1/{context_id}/query``'s body for ``body`` acting as ``p`` (the MCP tool
+    ``recall`` answers the same; runs in a worker thread)."""
+    # no ``principal`` field here: the key decides (agent_body refuses the name); its errors
+    # already name the camelCase field
+    request = {**wire.agent_body(body, None, svc.engine.spec), "space_id": context_id,
+               "principal": p}
+    try:
+        return wire.query_response(svc.engine.recall(request))
+    except MemoryCoreError as exc:  # named as this API names it (the path's names too)
+        raise wire.renamed(exc, PATH_FIELDS) from None
+
+
 def router(svc: Service, principal: Callable[..., Any]) -> APIRouter:
     api = APIRouter(prefix="/api/v1/{context_id}", tags=["agent-memory API"])
     eng = svc.engine
@@ -54,8 +67,8 @@ def router(svc: Service, principal: Callable[..., Any]) -> APIRouter:
         """Ranked hits for a question in space ``context_id`` (k default 10, capped at 50);
         the section rows of the top hits beside them unless ``contextHits`` is sent
         (``MemoryEngine.recall``)."""
-        body = await request_body(request, context_id, p)
-        return JSONResponse(wire.query_response(await call(eng.recall, body)))
+        body = await svc.body(request)
+        return JSONResponse(await svc.gate.run(recall_body, svc, context_id, body, p))
 
     @api.post("/context", response_model=None, openapi_extra=body_spec("AgentQueryBody"),
               responses={200: {"model": models.AgentContextResponse}, **errors(404, 413)})
