@@ -14,6 +14,7 @@ that is not a chat completion) raises :class:`ModelUnavailable`: the engine's 42
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
@@ -29,6 +30,7 @@ from memory_core.llm.spec import LLMSpec
 
 Message = Mapping[str, str]
 RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
+KEY_STRIPES = 64
 
 
 class ModelUnavailable(MemoryCoreError):
@@ -77,6 +79,9 @@ class ResponseModel:
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         self._client = httpx.Client(timeout=spec.timeout_s, headers=headers, transport=transport)
         self._slots = threading.BoundedSemaphore(spec.max_concurrency)
+        # one request per key at a time: a second caller of a key in flight waits, then reads
+        # the cache (striped: a fixed number of locks, keys spread by their hash)
+        self._keys = [threading.Lock() for _ in range(KEY_STRIPES)]
         self._lock = threading.Lock()
         self._usage = Usage()
         self._sleep = sleep
@@ -111,9 +116,19 @@ class ResponseModel:
         return cache_key(self.model, messages, self.spec.temperature,
                          max_tokens or self.spec.max_tokens)
 
+    def _one_at_a_time(self, key: str) -> threading.Lock | contextlib.nullcontext[None]:
+        return (self._keys[int(key[:8], 16) % KEY_STRIPES] if self.cache is not None
+                else contextlib.nullcontext())
+
     def complete(self, messages: Sequence[Message], max_tokens: int | None = None) -> Reply:
-        """The reply to ``messages``, from the cache when it holds it."""
+        """The reply to ``messages``, from the cache when it holds it (asked once even when
+        several threads want it at the same time)."""
         key = self.key(messages, max_tokens)
+        with self._one_at_a_time(key):
+            return self._complete(key, messages, max_tokens)
+
+    def _complete(self, key: str, messages: Sequence[Message], max_tokens: int | None
+                  ) -> Reply:
         hit = self._cached(key)
         if hit is not None:
             return hit
@@ -134,6 +149,11 @@ class ResponseModel:
         """The reply's text in pieces as the server sends them (server-sent events); a cached
         reply comes as one piece. The whole reply is cached and counted when it ends."""
         key = self.key(messages, max_tokens)
+        with self._one_at_a_time(key):
+            yield from self._stream(key, messages, max_tokens)
+
+    def _stream(self, key: str, messages: Sequence[Message], max_tokens: int | None
+                ) -> Iterator[str]:
         hit = self._cached(key)
         if hit is not None:
             yield hit.text

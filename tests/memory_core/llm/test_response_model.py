@@ -144,3 +144,17 @@ def test_the_answer_prompt_and_its_citations():
     msgs = answer_messages("Where?", "1. a\n2. b")
     assert "[2]" in msgs[0]["content"] and msgs[1]["content"].endswith("Question: Where?")
     assert cited("b [2], a [1, 2], [9]", ["x", "y"]) == ["y", "x"]
+
+
+def test_one_key_is_asked_once_when_threads_want_it_together(llm_server, tmp_path):
+    llm_server.fail_next(0.3)
+    with ResponseModel(spec(llm_server.url, tmp_path)) as model:
+        got: list = []
+        threads = [threading.Thread(target=lambda: got.append(model.complete(MSGS)))
+                   for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(10)
+        assert model.usage()["cache_hits"] == 3
+    assert len(llm_server.requests) == 1 and sorted(r.cached for r in got) == [0, 1, 1, 1]
