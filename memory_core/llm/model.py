@@ -18,7 +18,7 @@ import contextlib
 import json
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -144,18 +144,20 @@ class ResponseModel:
                               int(usage.get("prompt_tokens") or 0),
                               int(usage.get("completion_tokens") or 0))
 
-    def stream(self, messages: Sequence[Message], max_tokens: int | None = None
-               ) -> Iterator[str]:
+    def stream(self, messages: Sequence[Message], max_tokens: int | None = None,
+               on_reply: Callable[[Reply], object] | None = None) -> Iterator[str]:
         """The reply's text in pieces as the server sends them (server-sent events); a cached
-        reply comes as one piece. The whole reply is cached and counted when it ends."""
+        reply comes as one piece. The whole reply is cached and counted when it ends, and
+        given to ``on_reply``."""
         key = self.key(messages, max_tokens)
         with self._one_at_a_time(key):
-            yield from self._stream(key, messages, max_tokens)
+            yield from self._stream(key, messages, max_tokens, on_reply or (lambda _: None))
 
-    def _stream(self, key: str, messages: Sequence[Message], max_tokens: int | None
-                ) -> Iterator[str]:
+    def _stream(self, key: str, messages: Sequence[Message], max_tokens: int | None,
+                on_reply: Callable[[Reply], object]) -> Iterator[str]:
         hit = self._cached(key)
         if hit is not None:
+            on_reply(hit)
             yield hit.text
             return
         body = self._body(messages, max_tokens, stream=True)
@@ -188,8 +190,9 @@ class ResponseModel:
                                        f"({type(exc).__name__}: {exc})") from None
             finally:
                 response.close()
-        self._answered(key, "".join(parts), model, int(usage.get("prompt_tokens") or 0),
-                       int(usage.get("completion_tokens") or 0))
+        on_reply(self._answered(key, "".join(parts), model,
+                                int(usage.get("prompt_tokens") or 0),
+                                int(usage.get("completion_tokens") or 0)))
 
     # -- internals --------------------------------------------------------------------------
 

@@ -8,7 +8,7 @@ POST      /api/v1/{context_id}/context              the block, ``tokenEstimate``
 POST      /api/v1/{context_id}/sessions/{sid}/context   the block for a session in progress
 POST      /api/v1/{context_id}/documents/query      hits among document pieces only
 GET       /api/v1/{context_id}/traces/{traceId}     the caller's own trace of that space
-POST      /api/v1/{context_id}/chat                 501: no response model is configured
+POST      /api/v1/{context_id}/chat                 the answer (:mod:`.routes_answer`)
 ========  ========================================  ======================================
 """
 
@@ -21,9 +21,8 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 
 from memory_core.errors import MemoryCoreError
-from memory_core.service import compat, models, wire
+from memory_core.service import compat, models, routes_answer, wire
 from memory_core.service.shared import Service, body_spec, errors
-from memory_core.service.errors import ServiceCode, ServiceError
 from memory_core.types import Include, RetrieveResponse
 
 # engine fields the routes take from the path, by the path parameter's name
@@ -96,13 +95,6 @@ def router(svc: Service, principal: Callable[..., Any]) -> APIRouter:
         found = await svc.gate.run(svc.own_receipt, trace_id, p, "trace", context_id)
         return JSONResponse(wire.trace_body(found))
 
-    @api.post("/chat", response_model=None, responses={501: {"model": models.ErrorBody},
-                                                       **errors()})
-    async def chat(context_id: str, p: str = who) -> JSONResponse:
-        """Not served: answering needs a response model, and none is configured."""
-        raise ServiceError(ServiceCode.NOT_IMPLEMENTED, "no_response_model",
-                           "no response model is configured in this service, and chat "
-                           "needs one to answer; use /query or /context with your own model")
-
+    routes_answer.add_chat(api, svc, who, call)  # the response model's answer
     return api
 

@@ -13,7 +13,7 @@ POST     /v1/spaces/{space_id}/observations   ``observe`` -> 201 ``{"memory_id",
 POST     /v1/memories                         ``write`` (``route="auto"`` or ``space_id``) -> 201
 GET      /v1/memories/{memory_id}             ``get_memory`` (404 without a role in its space)
 GET      /v1/spaces/{space_id}/entities[/{name}]   the entity graph (:mod:`.routes_graph`)
-POST     /v1/reason                           501 ``no_response_model``
+POST     /v1/reason                           the answer (:mod:`.routes_answer`)
 =======  ===================================  ==============================================
 """
 

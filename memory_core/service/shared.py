@@ -16,6 +16,7 @@ from fastapi import Request
 from memory_core.engine import MemoryEngine
 from memory_core.access import ROLES
 from memory_core.errors import ErrorCode, MemoryCoreError, invalid, not_found
+from memory_core.llm import LLMSpec, from_env, response_model
 from memory_core.receipts import Receipt
 from memory_core.service import models
 from memory_core.service.access import read_json
@@ -30,9 +31,13 @@ MAX_BODY_BYTES = 1_048_576  # 1 MiB: a write batch of a few thousand short memor
 
 @dataclass(frozen=True)
 class ServiceSettings:
-    """``max_body_bytes``: a larger body is 413 before it is parsed."""
+    """``max_body_bytes``: a larger body is 413 before it is parsed; ``llm``: the response
+    model (below)."""
 
     max_body_bytes: int = MAX_BODY_BYTES
+    # the response model of /chat and /v1/reason: None reads MEMORY_CORE_LLM_URL / _MODEL /
+    # _API_KEY (DESIGN.md "Response model"); unset, those routes answer 501
+    llm: LLMSpec | None = None
 
 
 class Gate:
@@ -64,6 +69,8 @@ class Service:
         self.keys = keys
         self.settings = settings
         self.metrics = ServiceMetrics(engine.cache_report)  # GET /metrics
+        self.llm = from_env(settings.llm or LLMSpec())
+        self.model = response_model(self.llm)  # None: /chat and /v1/reason answer 501
 
     async def body(self, request: Request) -> Any:
         return await read_json(request, self.settings.max_body_bytes)

@@ -1,0 +1,74 @@
+"""``memory-core chat``: the agent-memory API's ``/chat`` from the command line.
+
+    memory-core chat --store DIR --context-id ID "question" [--stream] [--json]
+    memory-core chat --url URL --context-id ID "question" [--stream]
+
+In-process (``--store``) it recalls as ``context`` does and asks the response model named by
+``MEMORY_CORE_LLM_URL`` / ``_MODEL`` (key in ``_API_KEY``) with the service's prompt; over
+``--url`` it posts to the service's ``/chat`` (``--stream``: reads its server-sent events).
+The answer goes to stdout (streamed piece by piece with ``--stream``), the cited memory ids and
+the trace id to stderr; ``--json`` prints the body ``/chat`` answers. No model configured:
+the service's refusal, 501 ``not_implemented`` / ``no_response_model``, exit status 1.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from memory_core.engine import MemoryEngine
+from memory_core.llm import LLMSpec, Reply, from_env, response_model
+from memory_core.llm.prompts import ANSWER_PROMPT_VERSION, answer_messages, cited
+from memory_core.service import wire
+from memory_core.service.client import RemoteError
+
+
+def _local(eng: MemoryEngine, fields: Mapping[str, Any], stream: bool) -> Iterator[
+        tuple[str, Any]]:
+    """``("token", piece)`` events, then ``("done", body)``: the body ``/chat`` answers."""
+    spec = from_env(LLMSpec())
+    model = response_model(spec)
+    if model is None:
+        raise RemoteError(501, {"code": "not_implemented", "reason": "no_response_model",
+                                "message": f"chat needs a response model: {spec.why_not()}"})
+    with model:
+        resp = eng.recall_context({**fields, "receipt": True})
+        ids = [r.memory_id for r in resp.results]
+        messages = answer_messages(str(fields.get("query", "")), resp.context or "")
+        done: list[Reply] = []
+        if stream:
+            for piece in model.stream(messages, on_reply=done.append):
+                yield "token", piece
+        else:
+            done.append(model.complete(messages))
+        reply = done[0]
+        yield "done", {"answer": reply.text, "citedIds": cited(reply.text, ids),
+                       **wire.context_response(resp), "model": model.model,
+                       "promptVersion": ANSWER_PROMPT_VERSION, "cached": reply.cached,
+                       "usage": {"promptTokens": reply.prompt_tokens,
+                                 "completionTokens": reply.completion_tokens,
+                                 "costUsd": reply.cost_usd}}
+
+
+def run(eng: Any, fields: Mapping[str, Any], stream: bool, as_json: bool
+        ) -> Mapping[str, Any] | None:
+    """The ``chat`` command (module docstring); returns the body to print with ``--json``."""
+    stream = stream and not as_json
+    if isinstance(eng, MemoryEngine):
+        events = _local(eng, fields, stream)
+    else:
+        events = eng.chat(fields, stream)
+    body: dict[str, Any] = {}
+    for kind, data in events:
+        if kind == "token":
+            print(data, end="", flush=True)
+        elif kind == "done":
+            body.update(data)
+    if as_json:
+        return body
+    print("" if stream else body["answer"])
+    print(f"cited={','.join(body['citedIds']) or '-'} model={body['model']} "
+          f"cached={body['cached']} traceId={body.get('trace', {}).get('traceId')}",
+          file=sys.stderr)
+    return None
