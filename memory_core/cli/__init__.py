@@ -41,7 +41,6 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from memory_core.cli import chat
 from memory_core.cli.args import (MODE_CHOICES, PROG, SELECTION_FIELDS, STORE_ENV, build_parser,
                                   check_args, split_modes)
 from memory_core.engine import MemoryEngine
@@ -268,6 +267,8 @@ def _receipt(eng: MemoryEngine, args: argparse.Namespace) -> Mapping[str, Any] |
 
 
 def _chat(eng: MemoryEngine, args: argparse.Namespace) -> Mapping[str, Any] | None:
+    from memory_core.cli import chat  # imports httpx: only when chatting
+
     fields = _selection_fields(args, "context_max_tokens", "block_order")
     return chat.run(eng, fields, args.stream, args.json)  # memory_core/cli/chat.py
 
