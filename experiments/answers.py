@@ -10,9 +10,10 @@ question's 0/1 grade is the per-query column ``answer_accuracy``: the run's summ
 per category with bootstrap intervals, and ``mode_comparison`` pairs the modes on it, exactly
 as for recall.
 
-Gold answers: the data set's ``answer`` where it has one (LoCoMo, LongMemEval, a JSONL set);
-otherwise the text of the question's evidence memories (the synthetic world writes no answers),
-and ``answers.gold_source`` counts which.
+Gold answers: the data set's ``answer`` (LoCoMo, LongMemEval, a JSONL set); a question without
+one there is not answered (``denominators.no_gold``: LoCoMo's adversarial category). A data set
+with no answers at all (the synthetic world) is graded against the text of each question's
+evidence memories; ``answers.gold_source`` counts which.
 
 Judge audit (``eval.judge_audit``, on by default): the judge also grades wrong answers made
 from each gold (:mod:`experiments.judge_audit`) and the gold itself; the run reports the share
@@ -101,11 +102,16 @@ def check(llm: LLMSpec, local: bool) -> None:
         raise ValueError(f"eval.answer=true needs a response model: {spec.why_not()}")
 
 
-def gold_answer(q: QueryDef, content: Mapping[str, str]) -> tuple[str, str] | None:
-    """``(gold, source)``: the data set's answer, else the evidence memories' text."""
+def gold_answer(q: QueryDef, content: Mapping[str, str], has_answers: bool
+                ) -> tuple[str, str] | None:
+    """``(gold, source)``: the data set's answer; in a data set that has no answers at all
+    (the synthetic world), the evidence memories' text. A question without an answer in a
+    data set that has them (LoCoMo's adversarial category) has no gold: not answered here."""
     answer = q.metadata.get("answer")
     if answer not in (None, ""):
         return str(answer), "answer"
+    if has_answers:
+        return None
     texts = [content[k] for k in q.gold_keys if k in content]
     return (" / ".join(texts), "evidence") if texts else None
 
@@ -133,7 +139,9 @@ def run_answers(engine: MemoryEngine, dataset: Dataset, queries: Sequence[QueryD
     ``rows`` (``None`` outside the answered view), writes ``answers.jsonl`` and returns the
     ``answers`` record of ``metrics.json``."""
     content = {m.key: m.content for m in dataset.memories}
-    golds = {q.query_id: g for q in queries if (g := gold_answer(q, content)) is not None}
+    has_answers = any(q.metadata.get("answer") not in (None, "") for q in dataset.queries)
+    golds = {q.query_id: g for q in queries
+             if (g := gold_answer(q, content, has_answers)) is not None}
     asked = [q for q in queries if q.query_id in golds]
     limit, n_resamples = int(ev.answer_limit), int(ev.n_resamples)
     tasks: list[dict[str, Any]] = []

@@ -112,6 +112,19 @@ def test_the_judge_uses_its_own_model_or_says_it_does_not(tmp_path, no_env):
     assert (model.model, judge.model, note) == ("a", "j", None)
 
 
+def test_gold_answers_come_from_the_data_set_else_from_the_evidence():
+    from experiments.answers import gold_answer
+    from experiments.data.schema import QueryDef
+
+    content = {"k1": "Alice works at Globex.", "k2": "Since 2024."}
+    with_answer = QueryDef("q1", "Where?", "s", ("k1",), metadata={"answer": "Globex"})
+    without = QueryDef("q2", "Since when?", "s", ("k1", "k2"))
+    assert gold_answer(with_answer, content, True) == ("Globex", "answer")
+    assert gold_answer(without, content, True) is None  # the set has answers: no gold here
+    assert gold_answer(without, content, False) == ("Alice works at Globex. / Since 2024.",
+                                                    "evidence")
+
+
 def test_wrong_answers_from_a_gold():
     gold = "On 2024-03-05, the billing API went down for 42 minutes; Dana Whitfield led it."
     made = wrong_answers(gold)
