@@ -233,3 +233,39 @@ def _audit(judge: ResponseModel, asked: Sequence[QueryDef],
             "note": "false_accept: the share of deliberately wrong answers (made from the gold: "
                     "one number, date or name changed, or 'not mentioned') the judge graded "
                     "CORRECT; gold_accept: the share of gold answers it graded CORRECT"}
+
+
+def ci_text(cell: Mapping[str, Any] | None) -> str:
+    if not cell:
+        return "-"
+    return f"{cell['mean']:.3f} [{cell['ci_low']:.3f}, {cell['ci_high']:.3f}] (n={cell['n']})"
+
+
+def markdown(record: Mapping[str, Any]) -> str:
+    """The ``summary.md`` section of an answer run: models, prompts, the audit, the cost."""
+    models, usage, den = record["models"], record["usage"], record["denominators"]
+    audit = record.get("audit") or {}
+    lines = ["## Answers judged by a model (eval.answer=true)", "",
+             f"- `{METRIC}` in the tables above: the judge's grade of each answer, view "
+             f"`{record['view']}`, {record['limit']} memories a block; "
+             f"{den['answers']} answers to {den['with_gold']} questions "
+             f"({den['no_gold']} without a gold answer, {den['unparsed_verdicts']} verdicts "
+             "neither CORRECT nor WRONG, graded wrong)",
+             f"- response model `{models['response']['model']}` at {models['response']['url']}; "
+             f"judge `{models['judge']['model']}` at {models['judge']['url']}"
+             + (f" ({record['judge_note']})" if record.get("judge_note") else ""),
+             f"- prompts: {record['prompts']['answer']['version']}, "
+             f"{record['prompts']['judge']['version']}, {record['prompts']['audit']}",
+             f"- requests sent: response {usage['response']['requests']}, judge "
+             f"{usage['judge']['requests']} (cache hits {usage['response']['cache_hits']} / "
+             f"{usage['judge']['cache_hits']}); cost USD {usage['response']['cost_usd']} / "
+             f"{usage['judge']['cost_usd']}",
+             f"- cache hashes: {record['cache_hash']['response']} / "
+             f"{record['cache_hash']['judge']}", ""]
+    if audit:
+        lines += ["### Judge audit", "", "| wrong answers | false accept |", "|---|---|",
+                  f"| all | {ci_text(audit['false_accept'])} |",
+                  *[f"| {kind} | {ci_text(cell)} |"
+                    for kind, cell in audit["false_accept_by_kind"].items()],
+                  "", f"Gold answers accepted: {ci_text(audit['gold_accept'])}.", ""]
+    return "\n".join(lines)

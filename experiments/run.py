@@ -325,7 +325,14 @@ def run_retrieval(run: RunConfig, run_dir: Path) -> dict[str, Any]:
 
             meta["thresholds"] = analyse(rows, dict(got.sources), run.thresholds, run_dir)
         rundir.write_metrics(run_dir, meta)
-    rundir.write_summary(run_dir, report.summary_markdown(meta, summary, metric_names))
+    written = report.summary_markdown(meta, summary, metric_names)
+    if answered is not None:
+        written += "\n" + answers.markdown(answered)
+        audit = answered.get("audit") or {}
+        log.info("judge audit: false accept %s; gold accepted %s",
+                 answers.ci_text(audit.get("false_accept")),
+                 answers.ci_text(audit.get("gold_accept")))
+    rundir.write_summary(run_dir, written)
     report.print_table(summary, metric_names, f"{run.task_name} on {dataset.name} -> {run_dir}")
     print_comparison(meta["mode_comparison"], paired, f"{run.task_name} on {dataset.name}")
     return meta

@@ -77,6 +77,8 @@ def test_answers_judged_per_category_audited_and_cached(tmp_path, no_env):
     # the audit: this judge accepts the gold and nothing else
     assert a["audit"]["gold_accept"]["mean"] == 1.0 and a["audit"]["false_accept"]["mean"] == 0.0
     assert a["audit"]["made"]["not_mentioned"] == 12
+    summary = (tmp_path / "one" / "summary.md").read_text()
+    assert "### Judge audit" in summary and "| all | 0.000 [0.000, 0.000]" in summary
     # the second run: every reply from the cache, the same answers, the same hashes
     b = again["answers"]
     assert b["usage"]["response"]["requests"] == b["usage"]["judge"]["requests"] == 0
@@ -87,6 +89,7 @@ def test_answers_judged_per_category_audited_and_cached(tmp_path, no_env):
     audit = lenient["answers"]["audit"]
     assert audit["false_accept"]["mean"] == 1.0
     assert all(v["mean"] == 1.0 for v in audit["false_accept_by_kind"].values())
+    assert "| all | 1.000 [1.000, 1.000]" in (tmp_path / "three" / "summary.md").read_text()
 
 
 def test_refused_before_any_work(tmp_path, no_env):
