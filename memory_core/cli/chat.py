@@ -19,9 +19,10 @@ from typing import Any
 
 from memory_core.engine import MemoryEngine
 from memory_core.llm import LLMSpec, Reply, from_env, response_model
-from memory_core.llm.prompts import ANSWER_PROMPT_VERSION, answer_messages, cited
+from memory_core.llm.prompts import answer_messages
 from memory_core.service import wire
 from memory_core.service.client import RemoteError
+from memory_core.service.routes_answer import chat_answer
 
 
 def _local(eng: MemoryEngine, fields: Mapping[str, Any], stream: bool) -> Iterator[
@@ -42,13 +43,7 @@ def _local(eng: MemoryEngine, fields: Mapping[str, Any], stream: bool) -> Iterat
                 yield "token", piece
         else:
             done.append(model.complete(messages))
-        reply = done[0]
-        yield "done", {"answer": reply.text, "citedIds": cited(reply.text, ids),
-                       **wire.context_response(resp), "model": model.model,
-                       "promptVersion": ANSWER_PROMPT_VERSION, "cached": reply.cached,
-                       "usage": {"promptTokens": reply.prompt_tokens,
-                                 "completionTokens": reply.completion_tokens,
-                                 "costUsd": reply.cost_usd}}
+        yield "done", {**chat_answer(model, done[0], ids), **wire.context_response(resp)}
 
 
 def run(eng: Any, fields: Mapping[str, Any], stream: bool, as_json: bool

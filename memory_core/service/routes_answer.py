@@ -59,15 +59,15 @@ def _stable(body: Mapping[str, Any]) -> None:
                       "be 'relevance' here", "block_order")
 
 
-def _model_record(model: ResponseModel, reply_cached: bool, usage: Mapping[str, Any]
-                  ) -> dict[str, Any]:
-    return {"model": model.model, "promptVersion": ANSWER_PROMPT_VERSION,
-            "cached": reply_cached, "usage": dict(usage)}
-
-
-def _usage(reply: Reply) -> dict[str, Any]:
-    return {"promptTokens": reply.prompt_tokens, "completionTokens": reply.completion_tokens,
-            "costUsd": reply.cost_usd}
+def chat_answer(model: ResponseModel, reply: Reply, ids: list[str]) -> dict[str, Any]:
+    """What ``/chat`` adds to the read's body (and its stream's ``done`` event): the answer,
+    the ids of the hits it cites, the model, the prompt's version, whether the cache gave it,
+    its tokens and cost. The command line's ``chat`` answers the same."""
+    return {"answer": reply.text, "citedIds": cited(reply.text, ids), "model": model.model,
+            "promptVersion": ANSWER_PROMPT_VERSION, "cached": reply.cached,
+            "usage": {"promptTokens": reply.prompt_tokens,
+                      "completionTokens": reply.completion_tokens,
+                      "costUsd": reply.cost_usd}}
 
 
 def _sse(event: str, data: Mapping[str, Any]) -> str:
@@ -98,8 +98,7 @@ def add_chat(api: APIRouter, svc: Service, who: Any,
         head = wire.context_response(resp)
         if not stream:
             reply = await svc.gate.run(model.complete, messages)
-            return JSONResponse({"answer": reply.text, "citedIds": cited(reply.text, ids),
-                                 **head, **_model_record(model, reply.cached, _usage(reply))})
+            return JSONResponse({**chat_answer(model, reply, ids), **head})
         done: list[Reply] = []
         pieces = model.stream(messages, on_reply=done.append)
         first = await anyio.to_thread.run_sync(next, pieces, None)  # a refusal is still a status
@@ -121,9 +120,7 @@ def _events(model: ResponseModel, head: Mapping[str, Any], first: str | None,
     except MemoryCoreError as exc:
         yield _sse("error", exc.to_dict())
         return
-    reply = done[0]
-    yield _sse("done", {"answer": reply.text, "citedIds": cited(reply.text, ids),
-                        **_model_record(model, reply.cached, _usage(reply))})
+    yield _sse("done", chat_answer(model, done[0], ids))
 
 
 def add_reason(api: APIRouter, svc: Service, who: Any) -> None:
