@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import tempfile
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 
 def cache_key(model: str, messages: Sequence[Mapping[str, str]], temperature: float,
@@ -43,8 +46,10 @@ class ReplyCache:
             entry = json.loads(self._file(key).read_text(encoding="utf-8"))
         except FileNotFoundError:
             return None
-        except (OSError, ValueError) as exc:  # a damaged entry is asked again, and said so
-            raise OSError(f"reply cache entry {self._file(key)} cannot be read: {exc}") from exc
+        except (OSError, ValueError) as exc:  # damaged: asked again (and rewritten), said so
+            log.warning("reply cache entry %s cannot be read (%s): asking the model again",
+                        self._file(key), exc)
+            return None
         self._note(key, entry)
         return entry
 

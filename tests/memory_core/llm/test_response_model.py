@@ -158,3 +158,17 @@ def test_one_key_is_asked_once_when_threads_want_it_together(llm_server, tmp_pat
             t.join(10)
         assert model.usage()["cache_hits"] == 3
     assert len(llm_server.requests) == 1 and sorted(r.cached for r in got) == [0, 1, 1, 1]
+
+
+def test_a_damaged_cache_entry_is_asked_again_and_rewritten(llm_server, tmp_path, caplog):
+    s = spec(llm_server.url, tmp_path)
+    with ResponseModel(s) as model:
+        first = model.complete(MSGS)
+    (entry,) = (tmp_path / "llm").rglob("*.json")
+    entry.write_text("{not json")
+    with ResponseModel(s) as model:
+        again = model.complete(MSGS)
+    assert not again.cached and again.text == first.text and len(llm_server.requests) == 2
+    assert "cannot be read" in caplog.text
+    with ResponseModel(s) as model:
+        assert model.complete(MSGS).cached  # rewritten whole
