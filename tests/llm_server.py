@@ -5,7 +5,8 @@
 
 ``reply(body)`` decides each answer from the request body (the chat messages); the queue
 :meth:`ScriptedLLM.fail_next` makes the next requests answer an HTTP status (429, 503, ...)
-or stall for some seconds before answering. Every request body is kept in ``requests``. A body
+or stall for some seconds before answering, or (``"break"``) send the first half of a
+streamed answer and drop the connection. Every request body is kept in ``requests``. A body
 with ``"stream": true`` is answered as server-sent events, one word a chunk, the usage last.
 The ``llm_server`` fixture (tests/conftest.py) gives one per test.
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -55,7 +57,7 @@ class ScriptedLLM:
         self.model = model
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
-        self._script: list[int | float] = []
+        self._script: list[int | float | str] = []
         self.in_flight = self.max_in_flight = 0
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -66,9 +68,10 @@ class ScriptedLLM:
     def url(self) -> str:
         return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
 
-    def fail_next(self, *steps: int | float) -> None:
+    def fail_next(self, *steps: int | float | str) -> None:
         """Queue answers for the next requests: an int is that HTTP status, a float stalls
-        that many seconds and then answers normally."""
+        that many seconds and then answers normally, ``"break"`` breaks a stream mid-answer
+        (the promised length is never sent)."""
         with self._lock:
             self._script.extend(steps)
 
@@ -80,7 +83,7 @@ class ScriptedLLM:
         self._server.shutdown()
         self._server.server_close()
 
-    def _next_step(self) -> int | float | None:
+    def _next_step(self) -> int | float | str | None:
         with self._lock:
             return self._script.pop(0) if self._script else None
 
@@ -144,6 +147,17 @@ class ScriptedLLM:
                           for p in pieces]
                 events.append({"model": llm.model, "choices": [], "usage": usage})
                 stream = "".join(f"data: {json.dumps(e)}\n\n" for e in events)
-                self._send(200, (stream + "data: [DONE]\n\n").encode(), "text/event-stream")
+                whole = (stream + "data: [DONE]\n\n").encode()
+                if step != "break":
+                    return self._send(200, whole, "text/event-stream")
+                half = "".join(f"data: {json.dumps(e)}\n\n" for e in events[:len(pieces) // 2])
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Content-Length", str(len(whole)))
+                self.end_headers()
+                self.wfile.write(half.encode())
+                self.wfile.flush()
+                self.close_connection = True
+                self.connection.shutdown(socket.SHUT_RDWR)
 
         return Handler

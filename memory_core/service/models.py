@@ -243,6 +243,8 @@ class TraceBody(BaseModel):
     dropped: list[dict[str, Any]]
     searched: list[dict[str, Any]] | None
     stages: dict[str, Any]
+    answer: dict[str, Any] | None = None  # the response model's answer (/chat)
+    view: dict[str, Any] | None = None    # a view's record (/profile, /state)
 
 
 class EntityCountBody(BaseModel):

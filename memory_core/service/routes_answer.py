@@ -7,7 +7,11 @@ then ask the configured model with the fixed prompt
 :data:`memory_core.llm.prompts.ANSWER_PROMPT_VERSION` over the numbered block and return the
 answer with the ids of the memories it cites (``[n]`` is the n-th hit). With no model
 configured each is 501 ``no_response_model`` before the body is read; a model that does not
-answer is 422 ``model_unavailable``. Neither writes anything but the read's own trace.
+answer is 422 ``model_unavailable``. Neither writes anything but the read's own trace, to
+which the answer is added (:class:`memory_core.receipts.AnswerRecord`: text, cited ids, model,
+prompt version, tokens and cost, whether the cache gave it) or, when the model did not answer
+or broke off, the refusal and what arrived before it; the receipt persisted when the read asked
+for one (``/v1/reason`` always does).
 
 ``/chat`` with ``"stream": true`` answers ``text/event-stream``: ``event: context`` (hits and
 trace), one ``event: token`` a piece (``{"text"}``), then ``event: done`` (the whole answer,
@@ -27,6 +31,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from memory_core.errors import MemoryCoreError, invalid
 from memory_core.llm import Reply, ResponseModel
 from memory_core.llm.prompts import ANSWER_PROMPT_VERSION, answer_messages, cited
+from memory_core.receipts import AnswerRecord
 from memory_core.service import wire
 from memory_core.service.errors import ServiceCode, ServiceError
 from memory_core.service.shared import Service, errors, with_principal
@@ -70,6 +75,37 @@ def chat_answer(model: ResponseModel, reply: Reply, ids: list[str]) -> dict[str,
                       "costUsd": reply.cost_usd}}
 
 
+def answer_record(model: ResponseModel, reply: Reply | None, ids: list[str], streamed: bool,
+                  error: MemoryCoreError | None = None, text: str = "") -> AnswerRecord:
+    """The receipt's record of an answer (``reply``), or of its failure (``error``; ``text``:
+    what arrived before it)."""
+    if reply is None:
+        return AnswerRecord(text=text, cited_ids=tuple(cited(text, ids)), model=model.model,
+                            prompt_version=ANSWER_PROMPT_VERSION, streamed=streamed,
+                            error=None if error is None else error.to_dict())
+    return AnswerRecord(text=reply.text, cited_ids=tuple(cited(reply.text, ids)),
+                        model=model.model, prompt_version=ANSWER_PROMPT_VERSION,
+                        cached=reply.cached, prompt_tokens=reply.prompt_tokens,
+                        completion_tokens=reply.completion_tokens, cost_usd=reply.cost_usd,
+                        cache_key=reply.key, streamed=streamed)
+
+
+async def _answer(svc: Service, model: ResponseModel, resp: RetrieveResponse,
+                  messages: list[dict[str, str]], ids: list[str]) -> Reply:
+    """The model's reply, recorded in the read's receipt; a refusal is recorded, then
+    raised."""
+    persisted = resp.receipt_id is not None
+    try:
+        reply = await svc.gate.run(model.complete, messages)
+    except MemoryCoreError as exc:
+        await svc.gate.run(svc.engine.record_answer, resp.trace_id,
+                           answer_record(model, None, ids, False, exc), persisted)
+        raise
+    await svc.gate.run(svc.engine.record_answer, resp.trace_id,
+                       answer_record(model, reply, ids, False), persisted)
+    return reply
+
+
 def _sse(event: str, data: Mapping[str, Any]) -> str:
     return f"event: {event}\ndata: {json.dumps(data)}\n\n"
 
@@ -97,17 +133,28 @@ def add_chat(api: APIRouter, svc: Service, who: Any,
         messages = answer_messages(str(body.get("query", "")), resp.context or "")
         head = wire.context_response(resp)
         if not stream:
-            reply = await svc.gate.run(model.complete, messages)
+            reply = await _answer(svc, model, resp, messages, ids)
             return JSONResponse({**chat_answer(model, reply, ids), **head})
         done: list[Reply] = []
         pieces = model.stream(messages, on_reply=done.append)
-        first = await anyio.to_thread.run_sync(next, pieces, None)  # a refusal is still a status
-        return StreamingResponse(_events(model, head, first, pieces, ids, done),
+
+        def record(reply: Reply | None, error: MemoryCoreError | None = None,
+                   text: str = "") -> None:
+            eng.record_answer(resp.trace_id, answer_record(model, reply, ids, True, error, text),
+                              resp.receipt_id is not None)
+
+        try:  # a refusal before the first piece is still a status
+            first = await anyio.to_thread.run_sync(next, pieces, None)
+        except MemoryCoreError as exc:
+            await svc.gate.run(record, None, exc)
+            raise
+        return StreamingResponse(_events(model, head, first, pieces, ids, done, record),
                                  media_type="text/event-stream")
 
 
 def _events(model: ResponseModel, head: Mapping[str, Any], first: str | None,
-            pieces: Iterator[str], ids: list[str], done: list[Reply]) -> Iterator[str]:
+            pieces: Iterator[str], ids: list[str], done: list[Reply],
+            record: Callable[..., None]) -> Iterator[str]:
     yield _sse("context", head)
     parts: list[str] = []
     try:
@@ -118,8 +165,10 @@ def _events(model: ResponseModel, head: Mapping[str, Any], first: str | None,
             parts.append(piece)
             yield _sse("token", {"text": piece})
     except MemoryCoreError as exc:
+        record(None, exc, "".join(parts))
         yield _sse("error", exc.to_dict())
         return
+    record(done[0])
     yield _sse("done", chat_answer(model, done[0], ids))
 
 
@@ -147,9 +196,9 @@ def add_reason(api: APIRouter, svc: Service, who: Any) -> None:
         _stable(body)
         resp = await svc.gate.run(eng.retrieve_context, {**body, "receipt": True})
         ids = [r.memory_id for r in resp.results]
-        reply = await svc.gate.run(model.complete,
-                                   answer_messages(str(body.get("query", "")),
-                                                   resp.context or ""))
+        reply = await _answer(svc, model, resp,
+                              answer_messages(str(body.get("query", "")), resp.context or ""),
+                              ids)
         return JSONResponse({
             "answer": reply.text, "cited_ids": cited(reply.text, ids),
             "results": resp.to_dict()["results"], "receipt_id": resp.receipt_id,

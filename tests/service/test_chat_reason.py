@@ -160,3 +160,69 @@ def test_the_cli_client_chats_over_http_plain_and_streamed(tmp_path, llm_server)
     assert "".join(d for k, d in events if k == "token") == plain["answer"]
     assert events[-1][1]["hits"] == plain["hits"]  # the context event's hits carried over
     eng.close()
+
+
+def test_chat_and_reason_record_the_answer_in_the_reads_receipt(tmp_path, llm_server):
+    c, eng, _ = _client(tmp_path, _spec(llm_server.url, tmp_path))
+    out = c.post("/api/v1/acme/chat", json={"query": Q, "k": 2, "receipt": True}).json()
+    rid = out["trace"]["traceId"]
+    stored = eng.store.get_receipt(rid)  # asked for: persisted, answer and all
+    assert stored is not None and stored.answer is not None
+    a = stored.answer
+    assert (a.text, list(a.cited_ids), a.model, a.prompt_version) == (
+        out["answer"], out["citedIds"], "chat-1", "answer-v1")
+    assert not a.cached and not a.streamed and a.error is None and a.cache_key
+    assert a.completion_tokens == out["usage"]["completionTokens"] > 0
+    assert stored.kept[0].memory_id == out["hits"][0]["memoryId"]  # the read is still there
+    wire_answer = c.get(f"/api/v1/acme/traces/{rid}").json()["answer"]
+    assert wire_answer["citedIds"] == out["citedIds"] and wire_answer["cached"] is False
+    # a second chat is answered from the reply cache, and its receipt says so
+    again = c.post("/api/v1/acme/chat", json={"query": Q, "k": 2}).json()
+    held = eng.get_receipt(again["trace"]["traceId"])
+    assert held.answer is not None and held.answer.cached and held.answer.text == a.text
+    assert eng.store.get_receipt(again["trace"]["traceId"]) is None  # not asked: not persisted
+    r = c.post("/v1/reason", json={"query": Q, "space_id": "acme"}).json()
+    reasoned = eng.store.get_receipt(r["receipt_id"])
+    assert reasoned is not None and reasoned.answer is not None
+    assert list(reasoned.answer.cited_ids) == r["cited_ids"]
+    assert reasoned.answer.cached is r["cached"] and reasoned.answer.text == r["answer"]
+    assert c.get(f"/v1/receipts/{r['receipt_id']}").json()["answer"]["text"] == r["answer"]
+    eng.close()
+
+
+def test_a_stream_broken_mid_answer_ends_with_an_error_event_and_a_receipt(tmp_path,
+                                                                          llm_server):
+    c, eng, _ = _client(tmp_path, _spec(llm_server.url, tmp_path, max_retries=0))
+    llm_server.fail_next("break")
+    r = c.post("/api/v1/acme/chat", json={"query": Q, "stream": True, "receipt": True})
+    assert r.status_code == 200  # the status was sent with the first piece
+    events = _events(r.text)
+    kinds = [e for e, _ in events]
+    assert kinds[0] == "context" and kinds[-1] == "error" and "done" not in kinds
+    assert "token" in kinds  # some of the answer arrived before the break
+    err = events[-1][1]
+    assert err["reason"] == "model_unavailable" and "broke off" in err["message"]
+    partial = "".join(d["text"] for e, d in events if e == "token")
+    stored = eng.store.get_receipt(events[0][1]["trace"]["traceId"])
+    assert stored is not None and stored.answer is not None and stored.answer.streamed
+    assert stored.answer.text == partial and stored.answer.error is not None
+    assert stored.answer.error["reason"] == "model_unavailable"
+    # nothing half-answered was cached: the next stream asks the server again and completes
+    again = _events(c.post("/api/v1/acme/chat", json={"query": Q, "stream": True}).text)
+    assert again[-1][0] == "done" and not again[-1][1]["cached"]
+    assert again[-1][1]["answer"].startswith(partial.strip())
+    assert len(llm_server.requests) == 2
+    eng.close()
+
+
+def test_a_model_that_does_not_answer_is_recorded_in_the_receipt(tmp_path):
+    with ScriptedLLM() as gone:
+        url = gone.url
+    c, eng, _ = _client(tmp_path, _spec(url, tmp_path, max_retries=0))
+    before = {r.receipt_id for r in eng.list_receipts()}
+    assert c.post("/api/v1/acme/chat", json={"query": Q, "receipt": True}).status_code == 422
+    new = [r for r in eng.list_receipts() if r.receipt_id not in before]
+    assert len(new) == 1 and new[0].answer is not None
+    assert new[0].answer.error is not None and new[0].answer.text == ""
+    assert new[0].answer.error["reason"] == "model_unavailable"
+    eng.close()

@@ -57,3 +57,41 @@ def test_profile_groups_what_the_writer_sent(tmp_path):
     assert other.get("/api/v1/acme/profile").status_code == 404  # no role: as if missing
     assert eng.count_memories("acme") == len(ITEMS)
     eng.close()
+
+
+def test_profile_leaves_a_receipt_of_what_it_read_grouped_and_left_out(tmp_path):
+    eng = MemoryEngine.open(":memory:", embedder=HashEmbedder())
+    keys = KeyStore.for_store(tmp_path)
+    c = TestClient(create_app(eng, keys), raise_server_exceptions=False,
+                   headers={"Authorization": f"Bearer {keys.create('alice')}"})
+    c.post("/v1/spaces", json={"space_id": "acme", "description": "Acme"})
+    ids = c.post("/v1/spaces/acme/memories", json={"items": ITEMS}).json()["memory_ids"]
+    by_text = dict(zip([i["content"] for i in ITEMS], ids, strict=True))
+    body = c.get("/api/v1/acme/profile", params={"userId": "ana", "limit": 1,
+                                                  "receipt": "true"}).json()
+    assert body["receiptId"] == body["traceId"]
+    assert [e["groupedBy"] for e in body["profile"]["preferences"]] == ["metadata"]
+    stored = eng.store.get_receipt(body["receiptId"])  # persisted, as asked
+    assert stored is not None and stored.view is not None and stored.view.kind == "profile"
+    assert stored.request.space_id == "acme" and stored.request.user_id == "ana"
+    detail = stored.view.detail
+    assert stored.view.read == len(ITEMS) and detail["other_users"] == 1
+    assert detail["not_on_profile"] == 1  # the office note names no group
+    assert detail["ungrouped"] == [{"memory_id": by_text[ITEMS[6]["content"]],
+                                    "named": "hobbies"}]
+    assert detail["grouped"]["preferences"] == {"metadata": 1, "tag": 1}
+    # limit 1: the older preference is left out, and the receipt says which and why
+    assert [(d.memory_id, d.reason.value, d.detail) for d in stored.dropped] == [
+        (by_text[ITEMS[1]["content"]], "limit", "preferences")]
+    assert {k.memory_id for k in stored.kept} == {
+        e["memoryId"] for g in body["profile"].values() for e in g}
+    trace = c.get(f"/api/v1/acme/traces/{body['traceId']}").json()
+    assert trace["view"]["kind"] == "profile" and trace["view"]["read"] == len(ITEMS)
+    # not asked for: a trace by id (in memory), nothing persisted
+    plain = c.get("/api/v1/acme/profile").json()
+    assert plain["receiptId"] is None and eng.store.get_receipt(plain["traceId"]) is None
+    assert c.get(f"/api/v1/acme/traces/{plain['traceId']}").status_code == 200
+    other = TestClient(create_app(eng, keys), raise_server_exceptions=False,
+                       headers={"Authorization": f"Bearer {keys.create('mallory')}"})
+    assert other.get(f"/api/v1/acme/traces/{body['traceId']}").status_code == 404
+    eng.close()
