@@ -10,6 +10,7 @@ POST      /api/v1/{context_id}/documents/query      hits among document pieces o
 GET       /api/v1/{context_id}/traces/{traceId}     the caller's own trace of that space
 POST      /api/v1/{context_id}/chat                 the answer (:mod:`.routes_answer`)
 GET       /api/v1/{context_id}/profile              entries by group (:mod:`.routes_profile`)
+GET       /api/v1/{context_id}/state                what the space holds (:mod:`.routes_state`)
 ========  ========================================  ======================================
 """
 
@@ -22,7 +23,8 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 
 from memory_core.errors import MemoryCoreError
-from memory_core.service import compat, models, routes_answer, routes_profile, wire
+from memory_core.service import (compat, models, routes_answer, routes_profile, routes_state,
+                                 wire)
 from memory_core.service.shared import Service, body_spec, errors
 from memory_core.types import Include, RetrieveResponse
 
@@ -98,5 +100,6 @@ def router(svc: Service, principal: Callable[..., Any]) -> APIRouter:
 
     routes_answer.add_chat(api, svc, who, call)  # the response model's answer
     routes_profile.add_profile(api, svc, who)      # the writer's profile groups
+    routes_state.add_state(api, svc, who)          # what the space holds
     return api
 

@@ -32,12 +32,16 @@ MAX_BODY_BYTES = 1_048_576  # 1 MiB: a write batch of a few thousand short memor
 @dataclass(frozen=True)
 class ServiceSettings:
     """``max_body_bytes``: a larger body is 413 before it is parsed; ``llm``: the response
-    model (below)."""
+    model (below); ``profile_grouping``: every write asks it for the profile group of each
+    item that names none (:mod:`memory_core.service.profile_grouping`)."""
 
     max_body_bytes: int = MAX_BODY_BYTES
     # the response model of /chat and /v1/reason: None reads MEMORY_CORE_LLM_URL / _MODEL /
     # _API_KEY (DESIGN.md "Response model"); unset, those routes answer 501
     llm: LLMSpec | None = None
+    # group every written item the writer left ungrouped with the response model (off: only a
+    # write that sends group_profile=true asks); needs a model, else the service does not start
+    profile_grouping: bool = False
 
 
 class Gate:
@@ -71,6 +75,10 @@ class Service:
         self.metrics = ServiceMetrics(engine.cache_report)  # GET /metrics
         self.llm = from_env(settings.llm or LLMSpec())
         self.model = response_model(self.llm)  # None: /chat and /v1/reason answer 501
+        if settings.profile_grouping and self.model is None:
+            raise ValueError("profile_grouping needs a response model: "
+                             f"{self.llm.why_not()}")
+        self.profile_grouping = settings.profile_grouping
 
     async def body(self, request: Request) -> Any:
         return await read_json(request, self.settings.max_body_bytes)
