@@ -1,5 +1,6 @@
-"""The fixed, versioned prompt that asks a response model to answer from a numbered block,
-and the reading of the memories its answer cites.
+"""The fixed, versioned prompts: the one that asks a response model to answer from a numbered
+block, and the reading of the memories its answer cites; and the one that asks it which profile
+group a written memory belongs to (:data:`PROFILE_PROMPT_VERSION`, :func:`read_group`).
 
 The block is :func:`memory_core.context.render_block`'s numbered text (``1. ...``); the model
 is asked to cite the lines it used as ``[n]``, and :func:`cited` maps those numbers back to
@@ -42,3 +43,35 @@ def cited(answer: str, memory_ids: Sequence[str]) -> list[str]:
             if 1 <= n <= len(memory_ids) and memory_ids[n - 1] not in out:
                 out.append(memory_ids[n - 1])
     return out
+
+
+PROFILE_PROMPT_VERSION = "profile-v1"
+PROFILE_GROUPS = ("selfFacts", "static", "dynamic", "preferences", "instructions")
+PROFILE_SYSTEM = (
+    "You file one memory about a user into their profile. Reply with exactly one word: "
+    "selfFacts (who the user is: name, age, where they live, family, job), static (lasting "
+    "facts about the user's world that rarely change), dynamic (what is true now and will "
+    "change: current projects, plans, moods, this week), preferences (likes, dislikes, "
+    "choices), instructions (how the user wants the assistant to behave), or none (not about "
+    "the user).")
+
+
+def profile_messages(content: str) -> list[dict[str, str]]:
+    """The chat messages of :data:`PROFILE_PROMPT_VERSION` for one memory's text."""
+    return [{"role": "system", "content": PROFILE_SYSTEM},
+            {"role": "user", "content": f"Memory: {content}"}]
+
+
+def read_group(reply: str) -> str | None:
+    """The group a :data:`PROFILE_PROMPT_VERSION` reply names (``"none"`` when it says the
+    memory is not about the user), or ``None`` when it names no group (a model that rambles
+    is not guessed at).
+
+    >>> read_group(" Preferences."), read_group("self_facts"), read_group("None"), read_group("?")
+    ('preferences', 'selfFacts', 'none', None)
+    """
+    word = re.sub(r"[^a-z_]", "", reply.strip().lower())
+    for group in (*PROFILE_GROUPS, "none"):
+        if word in (group.lower(), re.sub(r"([A-Z])", r"_\1", group).lower()):
+            return group
+    return None

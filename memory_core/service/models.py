@@ -67,11 +67,16 @@ class MemoryIds(BaseModel):
     collapsed: list[CollapsedItem] | None = Field(
         None, description="items that were byte-identical document uploads, answered with "
         "the stored upload's id (present only when any)")
+    profile_grouping: dict[str, Any] | None = Field(
+        None, description="what the response model grouped (group_profile; present only when "
+        "asked): model, prompt_version, grouped, ungrouped (with why), writer, error")
 
 
 class MemoryId(BaseModel):
     memory_id: str
     space_id: str
+    profile_grouping: dict[str, Any] | None = Field(
+        None, description="as on a batch write (group_profile; present only when asked)")
 
 
 def _dataclass_model(name: str, cls: type, rename: Any = None, drop: tuple[str, ...] = ()

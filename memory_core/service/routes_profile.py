@@ -112,7 +112,7 @@ def add_profile(api: APIRouter, svc: Service, who: Any) -> None:
              responses={200: {"description": "the space's profile entries by group"},
                         **errors(404)})
     async def get_profile(context_id: str, p: str = who,
-                          userId: str | None = Query(None, max_length=256),  # noqa: N803
+                          userId: str | None = views.user_query(eng),  # noqa: N803
                           limit: int = Query(50, ge=1, le=MAX_PER_GROUP),
                           receipt: bool = Query(False)) -> JSONResponse:
         """The profile of space ``context_id`` (module docstring): ``{"userId", "profile":
@@ -121,11 +121,11 @@ def add_profile(api: APIRouter, svc: Service, who: Any) -> None:
         the entries carry, ``writer``, ``model`` or ``model+writer``; each entry's own
         ``groupedBy`` says ``metadata``, ``tag`` or ``model``)."""
         def read() -> dict[str, Any]:
-            body, rec = profile(eng.iter_memories(context_id, p), userId, limit)
+            request = views.scope(eng, "profile", context_id, p, userId)
+            body, rec = profile(eng.iter_memories(context_id, p), request.user_id, limit)
             shown, left_out = rec.pop("shown"), rec.pop("left_out")
-            detail = {**rec, "limit": limit}
-            found = views.view_receipt(eng, "profile", context_id, p, userId, rec["read"],
-                                       detail, shown, left_out)
+            found = views.view_receipt(eng, request, rec["read"], {**rec, "limit": limit},
+                                       shown, left_out)
             return {**body, **views.record(eng, found, receipt)}
 
         return JSONResponse({"contextId": context_id, **await svc.gate.run(read)})

@@ -42,24 +42,26 @@ def add_state(api: APIRouter, svc: Service, who: Any) -> None:
              responses={200: {"description": "what the space holds (module docstring)"},
                         **errors(404)})
     async def get_state(context_id: str, p: str = who,
-                        userId: str | None = Query(None, max_length=256),  # noqa: N803
+                        userId: str | None = views.user_query(eng),  # noqa: N803
                         entities: int = Query(10, ge=0, le=MAX_ENTITIES),
                         receipt: bool = Query(False)) -> JSONResponse:
         """The state of space ``context_id`` (module docstring)."""
         def read() -> dict[str, Any]:
+            request = views.scope(eng, "state", context_id, p, userId)
+            user = request.user_id
             every = list(eng.iter_memories(context_id, p))
-            mems = [m for m in every if userId is None or m.user_id == userId]
+            mems = [m for m in every if user is None or m.user_id == user]
             by_type = {t.value: 0 for t in MemoryType}
             for m in mems:
                 by_type[m.memory_type.value] += 1
             recorded = sorted(m.recorded_at for m in mems)
             occurred = sorted(m.timestamp for m in mems)
-            prof, _ = routes_profile.profile(mems, userId, 1)
+            prof, _ = routes_profile.profile(mems, user, 1)
             top = (eng.entities(context_id, p, limit=entities,
-                                **({"user_id": userId} if userId else {})).entities
+                                **({"user_id": user} if user else {})).entities
                    if entities else [])
             body = {
-                "userId": userId,
+                "userId": user,
                 "memories": {"total": len(mems), "byType": by_type},
                 "documents": len({m.document_id for m in mems if m.document_id}),
                 "sessions": len({m.session_id for m in mems if m.session_id}),
@@ -76,8 +78,7 @@ def add_state(api: APIRouter, svc: Service, who: Any) -> None:
             }
             detail = {k: body[k] for k in ("memories", "documents", "sessions", "users",
                                            "recordedAt", "profile")}
-            found = views.view_receipt(eng, "state", context_id, p, userId, len(every),
-                                       detail)
+            found = views.view_receipt(eng, request, len(every), detail)
             return {**body, **views.record(eng, found, receipt)}
 
         return JSONResponse({"contextId": context_id, **await svc.gate.run(read)})

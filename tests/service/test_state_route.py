@@ -81,6 +81,7 @@ def test_state_counts_what_the_space_holds(tmp_path):
     assert kept is not None and kept.view is not None and kept.view.read == 6
     assert kept.request.user_id == "ana" and kept.view.detail["sessions"] == 2
     assert c.get("/api/v1/acme/state", params={"entities": 1000}).status_code == 422
+    assert c.get("/api/v1/acme/state", params={"userId": ""}).status_code == 422
     assert c.get("/api/v1/nowhere/state").status_code == 404
     other = TestClient(c.app, raise_server_exceptions=False,
                        headers={"Authorization": f"Bearer {keys.create('mallory')}"})
