@@ -7,7 +7,9 @@ In-process (``--store``) it recalls as ``context`` does and asks the response mo
 ``MEMORY_CORE_LLM_URL`` / ``_MODEL`` (key in ``_API_KEY``) with the service's prompt; over
 ``--url`` it posts to the service's ``/chat`` (``--stream``: reads its server-sent events).
 The answer goes to stdout (streamed piece by piece with ``--stream``), the cited memory ids and
-the trace id to stderr; ``--json`` prints the body ``/chat`` answers. No model configured:
+the trace id to stderr; ``--json`` prints the body ``/chat`` answers. In-process, the answer
+(or the model's refusal) is recorded in the recall's stored receipt, as ``/chat`` records it
+(:func:`memory_core.service.routes_answer.answer_record`). No model configured:
 the service's refusal, 501 ``not_implemented`` / ``no_response_model``, exit status 1.
 """
 
@@ -18,11 +20,12 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from memory_core.engine import MemoryEngine
+from memory_core.errors import MemoryCoreError
 from memory_core.llm import LLMSpec, Reply, from_env, response_model
 from memory_core.llm.prompts import answer_messages
 from memory_core.service import wire
 from memory_core.service.client import RemoteError
-from memory_core.service.routes_answer import chat_answer
+from memory_core.service.routes_answer import answer_record, chat_answer
 
 
 def _local(eng: MemoryEngine, fields: Mapping[str, Any], stream: bool) -> Iterator[
@@ -38,11 +41,19 @@ def _local(eng: MemoryEngine, fields: Mapping[str, Any], stream: bool) -> Iterat
         ids = [r.memory_id for r in resp.results]
         messages = answer_messages(str(fields.get("query", "")), resp.context or "")
         done: list[Reply] = []
-        if stream:
-            for piece in model.stream(messages, on_reply=done.append):
-                yield "token", piece
-        else:
-            done.append(model.complete(messages))
+        parts: list[str] = []
+        try:
+            if stream:
+                for piece in model.stream(messages, on_reply=done.append):
+                    parts.append(piece)
+                    yield "token", piece
+            else:
+                done.append(model.complete(messages))
+        except MemoryCoreError as exc:
+            eng.record_answer(resp.trace_id, answer_record(model, None, ids, stream, exc,
+                                                           "".join(parts)), True)
+            raise
+        eng.record_answer(resp.trace_id, answer_record(model, done[0], ids, stream), True)
         yield "done", {**chat_answer(model, done[0], ids), **wire.context_response(resp)}
 
 

@@ -60,6 +60,10 @@ def test_chat_answers_streams_and_prints_json(run, llm_server, monkeypatch):
     body = json.loads(out)
     assert body["answer"] == f"{TEXTS[0]} [1]" and body["cached"] is True
     assert body["citedIds"] == [body["hits"][0]["memoryId"]]
+    with run.opener(run.store) as eng:  # the answer is in the recall's stored receipt
+        answer = eng.get_receipt(body["trace"]["traceId"]).answer
+        assert answer is not None and answer.text == body["answer"] and answer.cached
+        assert list(answer.cited_ids) == body["citedIds"] and answer.model == "cli-model"
     code, out, err = run("chat", "--store", run.store, "--context-id", "notes",
                          "Invoices through Stripe?", "--limit", "1", "--stream")
     assert code == 0 and out.strip() == f"{TEXTS[1]} [1]"
