@@ -3,8 +3,9 @@ come from the model at write time when one is configured, and from what the writ
 otherwise").
 
 Opt-in: a write asks for it with ``"group_profile": true`` (``POST /v1/spaces/{id}/memories``
-and ``POST /v1/memories``), or ``ServiceSettings(profile_grouping=True)`` turns it on for every
-write (the service does not start with it and no model). Asked with no model configured, the
+and ``POST /v1/memories``), or ``ServiceSettings(profile_grouping=True)`` or
+``MEMORY_CORE_LLM_PROFILE_GROUPING=1`` turns it on for every write (a write may send ``false``;
+the service does not start with it on and no model). Asked with no model configured, the
 write is 501 ``no_response_model`` and nothing is written.
 
 Each item the writer left ungrouped (no ``metadata["profile"]``, no ``profile:<group>`` tag: the

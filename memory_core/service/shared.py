@@ -6,6 +6,7 @@ settings, the principal a body acts as, and the OpenAPI helpers the route module
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -27,6 +28,9 @@ from memory_core.requests import RetrieveRequest
 
 T = TypeVar("T")
 MAX_BODY_BYTES = 1_048_576  # 1 MiB: a write batch of a few thousand short memories
+
+
+PROFILE_GROUPING_ENV = "MEMORY_CORE_LLM_PROFILE_GROUPING"
 
 
 @dataclass(frozen=True)
@@ -75,10 +79,12 @@ class Service:
         self.metrics = ServiceMetrics(engine.cache_report)  # GET /metrics
         self.llm = from_env(settings.llm or LLMSpec())
         self.model = response_model(self.llm)  # None: /chat and /v1/reason answer 501
-        if settings.profile_grouping and self.model is None:
-            raise ValueError("profile_grouping needs a response model: "
-                             f"{self.llm.why_not()}")
-        self.profile_grouping = settings.profile_grouping
+        # on by the setting or MEMORY_CORE_LLM_PROFILE_GROUPING=1 (so `memory-core serve` can)
+        self.profile_grouping = settings.profile_grouping or os.environ.get(
+            PROFILE_GROUPING_ENV, "").strip().lower() in ("1", "true", "yes")
+        if self.profile_grouping and self.model is None:
+            raise ValueError(f"profile_grouping ({PROFILE_GROUPING_ENV}) needs a response "
+                             f"model: {self.llm.why_not()}")
 
     async def body(self, request: Request) -> Any:
         return await read_json(request, self.settings.max_body_bytes)

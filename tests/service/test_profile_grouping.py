@@ -42,7 +42,7 @@ def classify(body):
 
 @pytest.fixture(autouse=True)
 def _no_env(monkeypatch):
-    for name in ("URL", "MODEL", "API_KEY"):
+    for name in ("URL", "MODEL", "API_KEY", "PROFILE_GROUPING"):
         monkeypatch.delenv(f"MEMORY_CORE_LLM_{name}", raising=False)
 
 
@@ -114,8 +114,19 @@ def test_a_setting_turns_it_on_for_every_write_and_a_write_can_turn_it_off(tmp_p
         state = c.get("/api/v1/acme/state").json()
         assert state["responseModel"]["profileGrouping"] is True
         eng.close()
-    with pytest.raises(ValueError, match="profile_grouping needs a response model"):
+    with pytest.raises(ValueError, match="needs a response model"):
         _client(tmp_path / "none", None, profile_grouping=True)
+
+
+def test_the_environment_turns_it_on_for_memory_core_serve(tmp_path, monkeypatch):
+    monkeypatch.setenv("MEMORY_CORE_LLM_PROFILE_GROUPING", "1")
+    with ScriptedLLM(reply=classify) as llm:
+        c, eng = _client(tmp_path, llm.url)
+        r = c.post("/v1/spaces/acme/memories", json={"items": ITEMS[2:3]}).json()
+        assert r["profile_grouping"]["grouped"] == [{"index": 0, "group": "selfFacts"}]
+        eng.close()
+    with pytest.raises(ValueError, match="MEMORY_CORE_LLM_PROFILE_GROUPING"):
+        _client(tmp_path / "none", None)
 
 
 def test_a_model_that_fails_leaves_the_items_ungrouped_and_the_write_succeeds(tmp_path,
