@@ -12,7 +12,7 @@ space's (404 without a role, as everywhere); ``userId`` keeps the memories of th
 (strict, as the read filters are). Each group lists its newest ``limit`` entries (1-200,
 default 50) newest first, with its full count.
 
-Its receipt (:mod:`.views`; ``traceId``, ``?receipt=true`` persists it) says what it read (the
+Its receipt (:mod:`.views`; ``trace.traceId``, ``?receipt=true`` persists it) says what it read (the
 memories of the space, those of other users skipped), what it grouped and by whose word, the
 ungrouped ones with the name they gave, and each entry left out by ``limit``.
 """
@@ -117,7 +117,7 @@ def add_profile(api: APIRouter, svc: Service, who: Any) -> None:
                           receipt: bool = Query(False)) -> JSONResponse:
         """The profile of space ``context_id`` (module docstring): ``{"userId", "profile":
         {"selfFacts", "static", "dynamic", "preferences", "instructions"}, "counts",
-        "ungrouped", "groupedBy", "traceId", "receiptId"}`` (``groupedBy``: whose grouping
+        "ungrouped", "groupedBy", "trace": {"traceId"}}`` (``groupedBy``: whose grouping
         the entries carry, ``writer``, ``model`` or ``model+writer``; each entry's own
         ``groupedBy`` says ``metadata``, ``tag`` or ``model``)."""
         def read() -> dict[str, Any]:

@@ -12,7 +12,7 @@ is ours (docs/engine.md "The state of a context")::
      "profile": {"counts": {group: n}, "ungrouped", "groupedBy"},
      "topEntities": [{"name", "key", "mentions"}],   # the ``entities`` most mentioned
      "responseModel": {"configured", "model", "profileGrouping"},
-     "traceId", "receiptId"}
+     "trace": {"traceId"}}
 
 Read access is the space's (404 without a role, as ``/profile``); ``userId`` counts that user's
 memories only (``users`` is then 1 or 0). Times are ``null`` for an empty space. The response

@@ -5,7 +5,8 @@ retrieve request whose ``query`` names the view (``"GET /profile"``), so the usu
 who may read it (:func:`memory_core.access.may_read_receipt`) and which space it read; ``kept``
 is what the view shows (rank: its place in its group, score 0: nothing was scored), ``dropped``
 what it left out (reason ``limit``, stage the view, ``detail`` the group) and ``view`` the rest
-(:class:`memory_core.receipts.ViewRecord`). Every view leaves a trace by id (``traceId``);
+(:class:`memory_core.receipts.ViewRecord`). Every view leaves a trace by id (``"trace":
+{"traceId"}``, as the agent-memory reads answer);
 ``?receipt=true`` persists it, as ``receipt`` does on a read's body.
 """
 
@@ -56,7 +57,7 @@ def view_receipt(eng: MemoryEngine, request: RetrieveRequest, read: int,
 
 
 def record(eng: MemoryEngine, receipt: Receipt, persist: bool) -> dict[str, Any]:
-    """Keep ``receipt`` (persisted when ``persist``); the ids the response carries."""
+    """Keep ``receipt`` (persisted when ``persist``); what the response carries of it (the
+    agent-memory reads' ``trace``: a persisted receipt has the same id)."""
     eng.record_view(receipt, persist)
-    return {"traceId": receipt.receipt_id,
-            "receiptId": receipt.receipt_id if persist else None}
+    return {"trace": {"traceId": receipt.receipt_id}}

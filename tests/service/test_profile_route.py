@@ -69,9 +69,9 @@ def test_profile_leaves_a_receipt_of_what_it_read_grouped_and_left_out(tmp_path)
     by_text = dict(zip([i["content"] for i in ITEMS], ids, strict=True))
     body = c.get("/api/v1/acme/profile", params={"userId": "ana", "limit": 1,
                                                   "receipt": "true"}).json()
-    assert body["receiptId"] == body["traceId"]
+    tid = body["trace"]["traceId"]
     assert [e["groupedBy"] for e in body["profile"]["preferences"]] == ["metadata"]
-    stored = eng.store.get_receipt(body["receiptId"])  # persisted, as asked
+    stored = eng.store.get_receipt(tid)  # persisted, as asked
     assert stored is not None and stored.view is not None and stored.view.kind == "profile"
     assert stored.request.space_id == "acme" and stored.request.user_id == "ana"
     detail = stored.view.detail
@@ -85,13 +85,14 @@ def test_profile_leaves_a_receipt_of_what_it_read_grouped_and_left_out(tmp_path)
         (by_text[ITEMS[1]["content"]], "limit", "preferences")]
     assert {k.memory_id for k in stored.kept} == {
         e["memoryId"] for g in body["profile"].values() for e in g}
-    trace = c.get(f"/api/v1/acme/traces/{body['traceId']}").json()
+    trace = c.get(f"/api/v1/acme/traces/{tid}").json()
     assert trace["view"]["kind"] == "profile" and trace["view"]["read"] == len(ITEMS)
     # not asked for: a trace by id (in memory), nothing persisted
     plain = c.get("/api/v1/acme/profile").json()
-    assert plain["receiptId"] is None and eng.store.get_receipt(plain["traceId"]) is None
-    assert c.get(f"/api/v1/acme/traces/{plain['traceId']}").status_code == 200
+    held = plain["trace"]["traceId"]
+    assert eng.store.get_receipt(held) is None and eng.get_receipt(held).view is not None
+    assert c.get(f"/api/v1/acme/traces/{held}").status_code == 200
     other = TestClient(create_app(eng, keys), raise_server_exceptions=False,
                        headers={"Authorization": f"Bearer {keys.create('mallory')}"})
-    assert other.get(f"/api/v1/acme/traces/{body['traceId']}").status_code == 404
+    assert other.get(f"/api/v1/acme/traces/{tid}").status_code == 404
     eng.close()

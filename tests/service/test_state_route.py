@@ -70,14 +70,15 @@ def test_state_counts_what_the_space_holds(tmp_path):
     assert {"Ana", "Lisbon"} <= {e["name"] for e in top[:2]}
     assert s["responseModel"] == {"configured": False, "model": None,
                                   "profileGrouping": False}
-    assert s["receiptId"] is None and eng.get_receipt(s["traceId"]).view.kind == "state"
+    tid = s["trace"]["traceId"]
+    assert eng.get_receipt(tid).view.kind == "state" and eng.store.get_receipt(tid) is None
     ana = c.get("/api/v1/acme/state", params={"userId": "ana", "entities": 0,
                                                "receipt": "true"}).json()
     # Ana's three facts and the observation made from two of them (it carries her user id)
     assert ana["memories"] == {"total": 4, "byType": {"fact": 3, "observation": 1}}
     assert ana["users"] == 1 and ana["documents"] == 0 and ana["topEntities"] == []
     assert ana["occurredAt"]["first"].startswith("2024-01-05")
-    kept = eng.store.get_receipt(ana["receiptId"])
+    kept = eng.store.get_receipt(ana["trace"]["traceId"])  # asked for: persisted
     assert kept is not None and kept.view is not None and kept.view.read == 6
     assert kept.request.user_id == "ana" and kept.view.detail["sessions"] == 2
     assert c.get("/api/v1/acme/state", params={"entities": 1000}).status_code == 422
