@@ -14,9 +14,10 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 from memory_core.service.keys import KeyStore
@@ -100,3 +101,33 @@ def start_service(tmp: Path, principals: Sequence[str], engine_factory: str | No
             proc.wait()
 
 
+
+
+@contextlib.asynccontextmanager
+async def mcp_client(service: LiveService, principal: str, mode: str = "auto"
+                     ) -> AsyncIterator[Any]:
+    """The MCP SDK's own client on the service's ``/mcp`` (streamable HTTP) with
+    ``principal``'s bearer key (``mode="legacy"``: the 2025 handshake era, a session id)."""
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    headers = {"Authorization": f"Bearer {service.keys[principal]}"}
+    async with create_mcp_http_client(headers=headers) as http:
+        async with Client(streamable_http_client(f"{service.url}/mcp", http_client=http),
+                          cache=None, mode=mode) as client:
+            yield client
+
+
+def mcp_stdio(store: str | Path, principal: str | None = None,
+              engine_factory: str | None = HASH_ENGINE) -> Any:
+    """The parameters that start ``memory-core mcp`` on ``store`` as a subprocess (stdio)."""
+    from mcp.client.stdio import StdioServerParameters
+
+    argv = ["-m", "memory_core.cli", "mcp", "--store", str(store)]
+    if principal is not None:
+        argv += ["--principal", principal]
+    if engine_factory is not None:
+        argv += ["--engine-factory", engine_factory]
+    return StdioServerParameters(command=sys.executable, args=argv, cwd=str(ROOT),
+                                 env={**os.environ, "OMP_NUM_THREADS": "1"})

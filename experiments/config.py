@@ -38,6 +38,7 @@ from experiments.specs import (BLOCK_SPECS, EvalSpec, ExpandEvalSpec, RoutingEva
 from experiments.systems.registry import SYSTEM_SPECS, MemoryCoreSpec, SystemSpec, system_spec
 from memory_core.config import (ChannelsSpec, ContextSpec, DedupSpec, EmbedSpec, EngineSpec,
                                  FusionSpec, RerankSpec, RoutingSpec, spec_from_mapping)
+from memory_core.llm import JUDGE_PREFIX, LLMSpec, judge_spec
 
 ENGINE_GROUPS = ("embed", "channels", "fusion", "dedup", "context")
 
@@ -241,6 +242,7 @@ def register_configs() -> None:
       block of ``conf/config.yaml`` starts from it, so ``tags``, ``redact``, ``write``,
       ``cache``, ``escalate``, ``context_hits``, ``trace`` and ``limits`` are in the composed
       config with their defaults);
+    - ``llm/base_llm``: :class:`~memory_core.llm.LLMSpec` (the response model and its judge);
     - ``eval/base_eval`` and ``schema/<block>`` for the experiment blocks
       (:data:`experiments.specs.BLOCK_SPECS`);
     - ``system/base_<name>`` for each system (:data:`experiments.systems.registry.SYSTEM_SPECS`);
@@ -260,6 +262,8 @@ def register_configs() -> None:
     cs.store(group="engine", name="base_engine",
              node=schema_of(EngineSpec, from_groups=frozenset(GROUP_SPECS)))
     cs.store(group="eval", name="base_eval", node=schema_of(EvalSpec))
+    # the response model (llm) and, as llm@judge, the judge: not engine stages
+    cs.store(group="llm", name="base_llm", node=schema_of(LLMSpec))
     for block, spec in BLOCK_SPECS.items():
         cs.store(group="schema", name=block, node=schema_of(spec))
     schemas: dict[type, type] = {}
@@ -304,6 +308,9 @@ class RunConfig:
     thresholds: ThresholdSpec | None = None
     # the system under test (system=NAME): memory_core (the engine above) or an outside one
     system: SystemSpec = MemoryCoreSpec()
+    # the response model and the judge (eval.answer=true); nothing configured by default
+    llm: LLMSpec = LLMSpec()
+    judge: LLMSpec = judge_spec()
 
     @property
     def data_block(self) -> dict[str, Any]:
@@ -322,4 +329,7 @@ def run_config(cfg: DictConfig) -> RunConfig:
         seed=int(resolved["seed"]), progress=bool(resolved["progress"]),
         data=data_spec(resolved["data"]), data_dir=None if data_dir is None else str(data_dir),
         engine=engine_spec(cfg), eval=eval_spec(cfg), resolved=resolved,
-        system=system_spec(resolved.get("system")), **blocks)
+        system=system_spec(resolved.get("system")),
+        llm=spec_from_mapping(LLMSpec, resolved.get("llm")),
+        judge=spec_from_mapping(LLMSpec, resolved.get("judge") or {"env_prefix": JUDGE_PREFIX}),
+        **blocks)

@@ -31,7 +31,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from experiments import plots, report, reuse, rundir
+from experiments import answers, plots, report, reuse, rundir
 from experiments.common import jsonable, platform_info, start_run
 from experiments.compare import compare_modes, print_comparison
 from experiments.config import RunConfig, run_config
@@ -240,6 +240,19 @@ def _retrieve_sharded(run: RunConfig, spec: EngineSpec, dataset: Dataset,
                      timing, record)
 
 
+def _answer(run: RunConfig, spec: EngineSpec, dataset: Dataset, got: Retrieved,
+            rows: list[dict[str, Any]], run_dir: Path) -> dict[str, Any]:
+    """``eval.answer=true`` over the run's store (:func:`experiments.answers.run_answers`):
+    every mode that ran, in the headline view."""
+    modes = [m for m in run.eval.modes if m not in got.modes_skipped]
+    has_obs = any(m.memory_type == "observation" for m in dataset.memories)
+    with MemoryEngine.open(run_dir / "store", spec) as engine:
+        return answers.run_answers(engine, dataset, got.queries, modes,
+                                   views_of(run.eval, has_obs)[0], run.llm, run.judge,
+                                   run.eval, rows=rows, run_dir=run_dir, seed=run.seed,
+                                   progress=run.progress)
+
+
 def run_retrieval(run: RunConfig, run_dir: Path) -> dict[str, Any]:
     """The retrieval run (module docstring); returns what it wrote to ``metrics.json``.
 
@@ -247,8 +260,10 @@ def run_retrieval(run: RunConfig, run_dir: Path) -> dict[str, Any]:
     and joins their rows into this run directory; everything written from the rows on is
     the same code as in one process."""
     t_start = start_run(run_dir)
-    dataset = load(run.data, run.data_dir)
     spec, ev = run.engine, run.eval
+    if ev.answer:  # before any work: a run that cannot answer says so at once
+        answers.check(run.llm, ev.executor is Executor.LOCAL)
+    dataset = load(run.data, run.data_dir)
     pool_ks = [int(k) for k in ev.pool_ks]
     if pool_ks and max(pool_ks) > spec.trace.depth:  # the traces must hold the deepest pool cut
         spec = dataclasses.replace(spec, trace=dataclasses.replace(spec.trace,
@@ -263,6 +278,11 @@ def run_retrieval(run: RunConfig, run_dir: Path) -> dict[str, Any]:
 
     rows = [r.columns() for r in found]  # per_query.parquet's rows
     metric_names = reported_metrics(ev)
+    answered = None
+    if ev.answer:  # eval.answer=true: answer_accuracy on every row (experiments/answers.py)
+        answered = _answer(run, spec, dataset, got, rows, run_dir)
+        metric_names.append(answers.METRIC)
+    paired = [m for m in metric_names if "recall" in m or m == answers.METRIC]
     headline = headline_groups(ev)
     summary = report.aggregate(rows, metric_names, n_resamples=ev.n_resamples,
                                seed=run.seed, groups=headline)
@@ -281,9 +301,9 @@ def run_retrieval(run: RunConfig, run_dir: Path) -> dict[str, Any]:
         "modes_skipped": dict(got.modes_skipped),
         "reused_store": reuse.provenance(reused, store_print) if reused else None,
         "reranker": reranker_info,
-        "mode_comparison": compare_modes(rows, [m for m in metric_names if "recall" in m],
-                                         headline, n_resamples=ev.n_resamples,
+        "mode_comparison": compare_modes(rows, paired, headline, n_resamples=ev.n_resamples,
                                          seed=run.seed),
+        "answers": answered,
         "retrieve_limit": retrieve_limit(ev, spec.max_limit),
         "latency": latency,
         "timing_s": {**got.timing_s, "total": round(time.perf_counter() - t_start, 3)},
@@ -305,10 +325,16 @@ def run_retrieval(run: RunConfig, run_dir: Path) -> dict[str, Any]:
 
             meta["thresholds"] = analyse(rows, dict(got.sources), run.thresholds, run_dir)
         rundir.write_metrics(run_dir, meta)
-    rundir.write_summary(run_dir, report.summary_markdown(meta, summary, metric_names))
+    written = report.summary_markdown(meta, summary, metric_names)
+    if answered is not None:
+        written += "\n" + answers.markdown(answered)
+        audit = answered.get("audit") or {}
+        log.info("judge audit: false accept %s; gold accepted %s",
+                 answers.ci_text(audit.get("false_accept")),
+                 answers.ci_text(audit.get("gold_accept")))
+    rundir.write_summary(run_dir, written)
     report.print_table(summary, metric_names, f"{run.task_name} on {dataset.name} -> {run_dir}")
-    print_comparison(meta["mode_comparison"], [m for m in metric_names if "recall" in m],
-                     f"{run.task_name} on {dataset.name}")
+    print_comparison(meta["mode_comparison"], paired, f"{run.task_name} on {dataset.name}")
     return meta
 
 
@@ -330,6 +356,9 @@ def run_experiment(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     if name not in RUNNERS:
         raise ValueError(f"unknown runner {name!r}; valid: {', '.join(RUNNERS)}")
     run = run_config(cfg)
+    if run.eval.answer and (name != "retrieval" or run.system.name != MEMORY_CORE):
+        raise ValueError(f"eval.answer=true answers from memory_core's retrieval run; runner "
+                         f"{name!r} with system={run.system.name} does not answer")
     if run.system.name != MEMORY_CORE:  # an outside system (experiments/systems/)
         if name != "retrieval" or run.eval.executor is not Executor.LOCAL:
             raise ValueError(f"system={run.system.name} runs the retrieval runner in one "

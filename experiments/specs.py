@@ -118,6 +118,12 @@ class EvalSpec:
     # Ray task, rows joined into this run directory (experiments/shard.py; the `ray` extra)
     executor: Executor = Executor.LOCAL
     ray: RayExecSpec = field(default_factory=RayExecSpec)
+    # the response model answers each question from its block and a judge grades it
+    # (experiments/answers.py; the llm and judge blocks or MEMORY_CORE_LLM_* / _JUDGE_*):
+    # answer_accuracy per category with intervals, modes paired, the judge audited
+    answer: bool = False
+    answer_limit: int = 10   # memories in the block each answer is given
+    judge_audit: bool = True  # the judge also grades wrong answers made from each gold
 
     def __post_init__(self) -> None:
         if not isinstance(self.executor, Executor):  # the composed config gives its string

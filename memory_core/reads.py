@@ -4,8 +4,9 @@ context calls' body rules, the session's scope, and the session block's recent t
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memory_core import context as blocks
 from memory_core import entity_graph
@@ -20,6 +21,10 @@ from memory_core.requests import parse_request
 from memory_core.types import Memory, RetrieveResponse, SearchedEntry, Space
 from memory_core.requests import RetrieveRequest
 from memory_core.validate import check_mapping, check_text
+
+if TYPE_CHECKING:
+    from memory_core.cache import TraceLog
+    from memory_core.receipts import AnswerRecord, Receipt
 
 
 def merge_body(request: Mapping[str, Any] | None, fields: Mapping[str, Any]) -> dict[str, Any]:
@@ -138,6 +143,7 @@ class SeedReads:
 
     spec: EngineSpec
     store: StoreBackend
+    _traces: TraceLog
 
     def _serve(self, body: dict[str, Any], recent_session: str | None = None,
                session_scope: Mapping[str, str] | None = None, context_call: str | None = None,
@@ -192,6 +198,32 @@ class SeedReads:
         applied = session_scope(self.store, space_id, session_id, body)
         return self._serve(body, recent_session=session_id, session_scope=applied,
                            context_call="session_context", fold_sections=fold)
+
+    # -- receipts of what a read led to (the response model's answer, a view) ---------------
+    def record_answer(self, trace_id: str | None, answer: AnswerRecord, persisted: bool
+                      ) -> Receipt | None:
+        """Add ``answer`` to the receipt of the read ``trace_id`` (``/chat``, ``/v1/reason``):
+        in the recent traces, and in the store when the read persisted its receipt
+        (``persisted``). Returns the receipt so recorded, or ``None`` when the trace is no
+        longer held anywhere (``trace.keep`` passed it and it was not persisted)."""
+        if trace_id is None:
+            return None
+        found = self._traces.get(trace_id) or (self.store.get_receipt(trace_id) if persisted
+                                               else None)
+        if found is None:
+            return None
+        receipt = dataclasses.replace(found, answer=answer)
+        self._traces.add(receipt)
+        if persisted:
+            self.store.update_receipt(receipt)
+        return receipt
+
+    def record_view(self, receipt: Receipt, persist: bool) -> None:
+        """Keep a view's receipt (``/profile``, ``/state``) with the recent traces, and in the
+        store when ``persist`` (the request asked for a receipt)."""
+        self._traces.add(receipt)
+        if persist:
+            self.store.save_receipt(receipt)
 
     # -- the entity graph (:mod:`memory_core.entity_graph`) ----------------------------------
     def entities(self, space_id: str, principal: str | None = None, limit: int = 50,

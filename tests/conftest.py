@@ -167,3 +167,12 @@ def backend_engine(store_location, hash_embedder):
     eng = MemoryEngine.open(store_location, embedder=hash_embedder)
     yield eng
     eng.close()
+
+
+@pytest.fixture
+def llm_server():
+    """A scripted OpenAI-compatible chat server on 127.0.0.1 (tests/llm_server.py)."""
+    from llm_server import ScriptedLLM
+
+    with ScriptedLLM() as server:
+        yield server

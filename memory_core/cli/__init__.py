@@ -5,6 +5,7 @@
     memory-core context --store DIR --space ID "question" [--max-tokens N]
     memory-core session-context --store DIR --space ID --session-id S "question"
     memory-core receipt --store DIR TRACE_ID
+    memory-core chat    --store DIR --context-id ID "question" [--stream]   (cli/chat.py)
     memory-core serve   --store DIR [--host 127.0.0.1] [--port 8080]     (memory_core.service)
     memory-core keys create --store DIR --principal NAME
 
@@ -265,9 +266,16 @@ def _receipt(eng: MemoryEngine, args: argparse.Namespace) -> Mapping[str, Any] |
     return None
 
 
+def _chat(eng: MemoryEngine, args: argparse.Namespace) -> Mapping[str, Any] | None:
+    from memory_core.cli import chat  # imports httpx: only when chatting
+
+    fields = _selection_fields(args, "context_max_tokens", "block_order")
+    return chat.run(eng, fields, args.stream, args.json)  # memory_core/cli/chat.py
+
+
 COMMANDS: dict[str, Callable[[MemoryEngine, argparse.Namespace], Mapping[str, Any] | None]] = {
     "recall": _recall, "context": _context, "session-context": _context, "write": _write,
-    "receipt": _receipt, "entities": _entities,
+    "receipt": _receipt, "entities": _entities, "chat": _chat,
 }
 
 

@@ -177,10 +177,15 @@ def build_parser() -> argparse.ArgumentParser:
     for name, what in (("recall", "ranked memories for a question"),
                        ("context", "the prompt-ready block for a question"),
                        ("session-context", "the session's context: recall for the session's "
-                        "scope, then its recent turns (--session-id required)")):
+                        "scope, then its recent turns (--session-id required)"),
+                       ("chat", "the configured response model's answer from the recalled "
+                        "block, with the memory ids it cites (MEMORY_CORE_LLM_URL / _MODEL)")):
         command = sub.add_parser(name, parents=[common, selection], allow_abbrev=False,
                                  help=what)
-        add_flags(command, RetrieveRequest, name)
+        add_flags(command, RetrieveRequest, "context" if name == "chat" else name)
+        if name == "chat":
+            command.add_argument("--stream", action="store_true",
+                                 help="print the answer as the model sends it (SSE over --url)")
 
     write = sub.add_parser("write", parents=[common], allow_abbrev=False,
                            help="store one memory; prints its id")
@@ -273,12 +278,14 @@ def check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Non
     missing = [] if args.store is not None or args.url is not None else [
         f"--store (or ${STORE_ENV}) or --url"]
     positional = {"recall": "query", "context": "query", "session-context": "query",
+                  "chat": "query",
                   "write": "content", "receipt": "trace_id"}.get(args.command)
     if positional is not None and getattr(args, positional) is None:
         missing.append(positional)
     if missing:
         parser.error(f"the following arguments are required: {', '.join(missing)}")
-    targets = args.command in ("recall", "context", "session-context", "write", "entities")
+    targets = args.command in ("recall", "context", "session-context", "write", "entities",
+                               "chat")
     route = getattr(args, "route", None)
     if targets and args.space_id is None and route is None and args.context_id is None:
         args.context_id = os.environ.get(CONTEXT_ENV) or None
@@ -289,6 +296,8 @@ def check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Non
     if targets and args.context_id is not None:  # the agent-memory API's name of the space
         args.space_id = args.context_id
     _cap_limit(args)
+    if args.command == "chat" and args.route is not None:
+        parser.error("chat is addressed only: give --context-id or --space, not --route")
     if args.command == "session-context":
         if args.route is not None:
             parser.error("session-context is addressed only: give --space, not --route")

@@ -17,8 +17,10 @@ update); creating a space runs one at a time.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
+from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import Depends, FastAPI, Request
@@ -27,7 +29,7 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.routing import Match
+from starlette.routing import Match, Route
 
 from memory_core.engine import MemoryEngine
 from memory_core.errors import MemoryCoreError
@@ -35,6 +37,7 @@ from memory_core.service import routes_agent, routes_v1
 from memory_core.service.access import AccessLog
 from memory_core.service.errors import ServiceCode, ServiceError
 from memory_core.service.keys import KeyStore
+from memory_core.service.mcp_server import McpHttp
 from memory_core.service.metrics import CONTENT_TYPE, STORE_CODES
 from memory_core.service.request_models import request_models
 from memory_core.service.shared import Service, ServiceSettings
@@ -48,12 +51,19 @@ _bearer = HTTPBearer(auto_error=False, description="an API key from `memory-core
 def create_app(engine: MemoryEngine, keys: KeyStore,
                settings: ServiceSettings | None = None) -> FastAPI:
     """The service app: ``/v1`` (the Retrieve API and writes), ``/api/v1/{context_id}`` (the
-    agent-memory API), ``/healthz`` and ``/metrics`` (no key), OpenAPI at ``/openapi.json`` and
-    ``/docs``."""
+    agent-memory API), ``/mcp`` (the MCP tools over streamable HTTP: :mod:`.mcp_server`),
+    ``/healthz`` and ``/metrics`` (no key), OpenAPI at ``/openapi.json`` and ``/docs``."""
 
     svc = Service(engine, keys, settings or ServiceSettings())
+    mcp = McpHttp(svc)  # /mcp: the MCP server over streamable HTTP, the same bearer keys
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        async with mcp.lifespan():
+            yield
+
     app = FastAPI(title="memory_core", version="1", summary="Agent memory retrieval with receipts",
-                  description=__doc__ or "")
+                  description=__doc__ or "", lifespan=lifespan)
     app.state.service = svc
 
     async def principal(request: Request, creds: HTTPAuthorizationCredentials | None
@@ -94,6 +104,9 @@ def create_app(engine: MemoryEngine, keys: KeyStore,
         route and status, latency histograms, store errors, the cache budget
         (:mod:`memory_core.service.metrics`)."""
         return Response(svc.metrics.render(), media_type=CONTENT_TYPE)
+
+    mcp.route = Route("/mcp", endpoint=mcp, include_in_schema=False)
+    app.router.routes.insert(0, mcp.route)  # matched first: a tool call skips the route scan
 
     # every route with its full path, for a 405's Allow header
     app.state.served_routes = (*app.router.routes, *(r for api in routers for r in api.routes))

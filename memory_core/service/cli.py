@@ -4,8 +4,9 @@
     memory-core serve --store DIR [--host 127.0.0.1] [--port 8080]
     memory-core serve --store postgresql://...   # a database store: keys in its api_keys table
     memory-core migrate --from DIR --to postgresql://...   # copy a store, its keys included
+    memory-core mcp --store DIR|URI [--principal NAME] [--list-tools]  # MCP over stdio
 
-Nothing here imports FastAPI or uvicorn until ``serve`` runs.
+Nothing here imports FastAPI, uvicorn or the MCP SDK until ``serve`` or ``mcp`` runs.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 
 from memory_core.errors import MemoryCoreError
 
-COMMANDS = ("serve", "keys", "migrate")
+COMMANDS = ("serve", "keys", "migrate", "mcp")
 KEYS_HELP = ("an API keys file to use instead of the store's own keys (default: keys.json in "
              "the store directory; a postgresql:// store's api_keys table)")
 
@@ -64,7 +65,19 @@ def add_commands(sub: Any, make_parser: Callable[..., argparse.ArgumentParser]) 
     migrate.add_argument("--keys", metavar="FILE",
                          help="also copy the directory's API keys file here (the keys are "
                          "copied into the database in any case)")
-    for parser in (serve, keys, create, migrate):
+    mcp = sub.add_parser("mcp", allow_abbrev=False,
+                         help="serve a store's tools over MCP on stdin/stdout (an agent's "
+                         "client starts this; `memory-core serve` serves them at /mcp)")
+    mcp.add_argument("--store", required=True, metavar="DIR|URI",
+                     help="the store directory, or a postgresql:// URI")
+    mcp.add_argument("--principal", metavar="NAME",
+                     help="who the tool calls act as (default: the store's owner)")
+    mcp.add_argument("--list-tools", action="store_true",
+                     help="print the tools and their fields (asked over MCP) and exit")
+    mcp.add_argument("--engine-factory", metavar="MODULE:CALLABLE",
+                     help="build the engine with this callable(store_dir) instead of "
+                     "MemoryEngine.open (tests: a model-free embedder)")
+    for parser in (serve, keys, create, migrate, mcp):
         parser.set_defaults(command_parser=parser)
 
 
@@ -91,6 +104,8 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if args.command == "migrate":
         return _migrate(args)
+    if args.command == "mcp":
+        return _mcp(args)
     from memory_core.service.keys import KeyStore
 
     try:
@@ -146,3 +161,27 @@ def _migrate(args: argparse.Namespace) -> int:
           f"{redact_url(args.target)}")
     return 0
 
+
+
+def _mcp(args: argparse.Namespace) -> int:
+    """``memory-core mcp``: stdout carries the protocol alone; errors go to stderr."""
+    from pathlib import Path
+
+    from memory_core.service.mcp_server import run_stdio
+    from memory_core.service.server import resolve_factory
+    from memory_core.store.location import parse_location
+
+    if not parse_location(args.store).is_url and not Path(args.store).is_dir():
+        print(f"error: not_found/store_missing: no store directory {args.store!r}",
+              file=sys.stderr)
+        return 1
+    try:
+        run_stdio(args.store, resolve_factory(args.engine_factory), args.principal,
+                  args.list_tools)
+    except ValueError as exc:  # a bad --engine-factory
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except MemoryCoreError as err:  # a store it cannot open
+        print(f"error: {err.code.value}/{err.reason}: {err.message}", file=sys.stderr)
+        return 1
+    return 0

@@ -13,8 +13,9 @@ service's status, code and reason.
 
 from __future__ import annotations
 
+import json
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 from urllib.parse import quote
 
@@ -138,6 +139,41 @@ class RemoteEngine:
         names = wire.wire_names()
         body = {names.get(k, wire.to_camel(k)): v for k, v in rest.items()}
         return self._call("POST", f"/api/v1/{space}{path}", body)
+
+    def chat(self, fields: Mapping[str, Any], stream: bool
+             ) -> Iterator[tuple[str, Any]]:
+        """``POST /api/v1/{context_id}/chat``: ``("token", piece)`` events as the service
+        streams them (``stream``), then ``("done", body)`` (the answer, its citations, ...)."""
+        rest = dict(fields)
+        space = quote(str(rest.pop("space_id")), safe="")
+        names = wire.wire_names()
+        body = {names.get(k, wire.to_camel(k)): v for k, v in rest.items()}
+        if not stream:
+            yield "done", self._call("POST", f"/api/v1/{space}/chat", body)
+            return
+        try:
+            with self._http.stream("POST", f"/api/v1/{space}/chat",
+                                   json={**body, "stream": True}) as resp:
+                if resp.status_code >= 400:
+                    resp.read()
+                    self._answer(resp)
+                head: dict[str, Any] = {}
+                event = ""
+                for line in resp.iter_lines():
+                    if line.startswith("event: "):
+                        event = line[7:]
+                    elif line.startswith("data: "):
+                        data = json.loads(line[6:])
+                        if event == "context":
+                            head = data
+                        elif event == "token":
+                            yield "token", data["text"]
+                        elif event == "error":
+                            raise RemoteError(422, data)
+                        elif event == "done":
+                            yield "done", {**head, **data}
+        except httpx.HTTPError as exc:
+            raise unreachable(self.url, exc) from exc
 
     def entities(self, space_id: str, principal: str | None = None, **params: Any
                  ) -> dict[str, Any]:

@@ -67,11 +67,16 @@ class MemoryIds(BaseModel):
     collapsed: list[CollapsedItem] | None = Field(
         None, description="items that were byte-identical document uploads, answered with "
         "the stored upload's id (present only when any)")
+    profile_grouping: dict[str, Any] | None = Field(
+        None, description="what the response model grouped (group_profile; present only when "
+        "asked): model, prompt_version, grouped, ungrouped (with why), writer, error")
 
 
 class MemoryId(BaseModel):
     memory_id: str
     space_id: str
+    profile_grouping: dict[str, Any] | None = Field(
+        None, description="as on a batch write (group_profile; present only when asked)")
 
 
 def _dataclass_model(name: str, cls: type, rename: Any = None, drop: tuple[str, ...] = ()
@@ -243,6 +248,8 @@ class TraceBody(BaseModel):
     dropped: list[dict[str, Any]]
     searched: list[dict[str, Any]] | None
     stages: dict[str, Any]
+    answer: dict[str, Any] | None = None  # the response model's answer (/chat)
+    view: dict[str, Any] | None = None    # a view's record (/profile, /state)
 
 
 class EntityCountBody(BaseModel):

@@ -86,7 +86,9 @@ def request_models(spec: EngineSpec = EngineSpec(), modes: Collection[Mode] = tu
     target = {"route": retrieve["properties"]["route"],
               "space_id": retrieve["properties"]["space_id"],
               "principal": retrieve["properties"]["principal"]}
-    routed = _obj({**target, **item["properties"]}, ["content"],
+    group = {"type": "boolean", "description": "ask the response model for the profile group "
+             "of each item the writer left ungrouped (501 with none configured)"}
+    routed = _obj({**target, **item["properties"], "group_profile": group}, ["content"],
                   "POST /v1/memories: one memory, filed by route='auto' or into space_id "
                   "(exactly one). " + _unstated("reserved_prefix", "too_large", "no_candidates"))
     routed["oneOf"] = [
@@ -109,7 +111,7 @@ def request_models(spec: EngineSpec = EngineSpec(), modes: Collection[Mode] = tu
                                            "pieces only). " + read_rules, ("include",)),
         "WriteItem": item,
         "WriteBody": _obj({"items": {"type": "array", "items": {"$ref": REF.format(
-            model="WriteItem")}, "minItems": 1}}, ["items"],
+            model="WriteItem")}, "minItems": 1}, "group_profile": group}, ["items"],
             "POST /v1/spaces/{space_id}/memories: one transaction (all or none)."),
         "RoutedWriteBody": routed,
         "ObserveBody": _obj({"content": item["properties"]["content"],

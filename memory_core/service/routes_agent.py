@@ -8,7 +8,9 @@ POST      /api/v1/{context_id}/context              the block, ``tokenEstimate``
 POST      /api/v1/{context_id}/sessions/{sid}/context   the block for a session in progress
 POST      /api/v1/{context_id}/documents/query      hits among document pieces only
 GET       /api/v1/{context_id}/traces/{traceId}     the caller's own trace of that space
-POST      /api/v1/{context_id}/chat                 501: no response model is configured
+POST      /api/v1/{context_id}/chat                 the answer (:mod:`.routes_answer`)
+GET       /api/v1/{context_id}/profile              entries by group (:mod:`.routes_profile`)
+GET       /api/v1/{context_id}/state                what the space holds (:mod:`.routes_state`)
 ========  ========================================  ======================================
 """
 
@@ -21,13 +23,26 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 
 from memory_core.errors import MemoryCoreError
-from memory_core.service import compat, models, wire
+from memory_core.service import (compat, models, routes_answer, routes_profile, routes_state,
+                                 wire)
 from memory_core.service.shared import Service, body_spec, errors
-from memory_core.service.errors import ServiceCode, ServiceError
 from memory_core.types import Include, RetrieveResponse
 
 # engine fields the routes take from the path, by the path parameter's name
 PATH_FIELDS = {"space_id": "context_id", "session_id": "session_id"}
+
+
+def recall_body(svc: Service, context_id: str, body: Any, p: str) -> dict[str, Any]:
+    """``POST /api/v1/{context_id}/query``'s body for ``body`` acting as ``p`` (the MCP tool
+    ``recall`` answers the same; runs in a worker thread)."""
+    # no ``principal`` field here: the key decides (agent_body refuses the name); its errors
+    # already name the camelCase field
+    request = {**wire.agent_body(body, None, svc.engine.spec), "space_id": context_id,
+               "principal": p}
+    try:
+        return wire.query_response(svc.engine.recall(request))
+    except MemoryCoreError as exc:  # named as this API names it (the path's names too)
+        raise wire.renamed(exc, PATH_FIELDS) from None
 
 
 def router(svc: Service, principal: Callable[..., Any]) -> APIRouter:
@@ -54,8 +69,8 @@ def router(svc: Service, principal: Callable[..., Any]) -> APIRouter:
         """Ranked hits for a question in space ``context_id`` (k default 10, capped at 50);
         the section rows of the top hits beside them unless ``contextHits`` is sent
         (``MemoryEngine.recall``)."""
-        body = await request_body(request, context_id, p)
-        return JSONResponse(wire.query_response(await call(eng.recall, body)))
+        body = await svc.body(request)
+        return JSONResponse(await svc.gate.run(recall_body, svc, context_id, body, p))
 
     @api.post("/context", response_model=None, openapi_extra=body_spec("AgentQueryBody"),
               responses={200: {"model": models.AgentContextResponse}, **errors(404, 413)})
@@ -96,13 +111,8 @@ def router(svc: Service, principal: Callable[..., Any]) -> APIRouter:
         found = await svc.gate.run(svc.own_receipt, trace_id, p, "trace", context_id)
         return JSONResponse(wire.trace_body(found))
 
-    @api.post("/chat", response_model=None, responses={501: {"model": models.ErrorBody},
-                                                       **errors()})
-    async def chat(context_id: str, p: str = who) -> JSONResponse:
-        """Not served: answering needs a response model, and none is configured."""
-        raise ServiceError(ServiceCode.NOT_IMPLEMENTED, "no_response_model",
-                           "no response model is configured in this service, and chat "
-                           "needs one to answer; use /query or /context with your own model")
-
+    routes_answer.add_chat(api, svc, who, call)  # the response model's answer
+    routes_profile.add_profile(api, svc, who)      # the writer's profile groups
+    routes_state.add_state(api, svc, who)          # what the space holds
     return api
 

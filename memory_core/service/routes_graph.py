@@ -6,7 +6,8 @@ GET      /v1/spaces/{space_id}/entities             ``MemoryEngine.entities``: e
                                                     mention counts, most mentioned first
 GET      /v1/spaces/{space_id}/entities/{name}      ``MemoryEngine.entity``: its memories, the
                                                     entities mentioned with it, the edges
-POST     /v1/reason                                 501 ``no_response_model``
+POST     /v1/reason                                 the answer (:mod:`.routes_answer`); 501
+                                                    ``no_response_model`` without a model
 =======  =========================================  ===========================================
 
 Filters are query parameters, the request fields of the same name: ``user_id``, ``agent_id``,
@@ -30,9 +31,8 @@ from memory_core.config import EngineSpec
 from memory_core.entity_graph import MAX_LIST, MAX_MEMORIES, MAX_RELATED
 from memory_core.requests.scopes import SCOPE_PATH
 from memory_core.requests.text import text
-from memory_core.service import models
+from memory_core.service import models, routes_answer
 from memory_core.service.bodies import entity_body
-from memory_core.service.errors import ServiceCode, ServiceError
 from memory_core.service.request_models import field_schema
 from memory_core.service.shared import Service, errors
 
@@ -114,13 +114,4 @@ def add_routes(api: APIRouter, svc: Service, who: Any) -> None:
         view = await svc.gate.run(eng.entity, space_id, name, p, memories, related, **fields)
         return JSONResponse(entity_body(view))
 
-    @api.post("/reason", response_model=None, responses={501: {"model": models.ErrorBody},
-                                                          **errors()})
-    async def reason(p: str = who) -> JSONResponse:
-        """Not served: reasoning over memories needs a response model, and none is
-        configured (DESIGN.md, "Response model")."""
-        raise ServiceError(ServiceCode.NOT_IMPLEMENTED, "no_response_model",
-                           "no response model is configured in this service, and reasoning "
-                           "needs one to answer; use /v1/retrieve or /v1/context with your "
-                           "own model")
-
+    routes_answer.add_reason(api, svc, who)  # the response model's answer

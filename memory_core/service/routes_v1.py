@@ -8,12 +8,13 @@ GET      /v1/spaces                           the spaces the caller holds a role
 POST     /v1/spaces                           ``create_space`` -> 201
 GET      /v1/spaces/{space_id}                one space (404 without a role in it)
 POST     /v1/spaces/{space_id}/memories       ``write_batch`` ``{"items"}`` -> 201 ``{"memory_ids",
-                                              "collapsed"?}``
+                                              "collapsed"?, "profile_grouping"?}``
 POST     /v1/spaces/{space_id}/observations   ``observe`` -> 201 ``{"memory_id", "space_id"}``
 POST     /v1/memories                         ``write`` (``route="auto"`` or ``space_id``) -> 201
+                                              (``group_profile``: :mod:`.profile_grouping`)
 GET      /v1/memories/{memory_id}             ``get_memory`` (404 without a role in its space)
 GET      /v1/spaces/{space_id}/entities[/{name}]   the entity graph (:mod:`.routes_graph`)
-POST     /v1/reason                           501 ``no_response_model``
+POST     /v1/reason                           the answer (:mod:`.routes_answer`)
 =======  ===================================  ==============================================
 """
 
@@ -27,7 +28,9 @@ from fastapi.responses import JSONResponse
 
 from memory_core.requests import WRITE_FIELDS
 from memory_core.errors import invalid
-from memory_core.service import models, routes_graph
+from memory_core.llm import ResponseModel
+from memory_core.service import models, profile_grouping, routes_graph
+from memory_core.service.routes_answer import model_of
 from memory_core.service.bodies import memory_body
 from memory_core.service.shared import Service, body_spec, errors, with_principal
 from memory_core.types import Space
@@ -37,7 +40,7 @@ ROUTED_WRITE_FIELDS = ("route", "space_id", "principal", *WRITE_FIELDS)
 OBSERVE_FIELDS = ("content", "source_ids", "tags")
 
 
-def _fields(body: Any, allowed: tuple[str, ...], required: tuple[str, ...] = ()
+def body_fields(body: Any, allowed: tuple[str, ...], required: tuple[str, ...] = ()
             ) -> dict[str, Any]:
     """``body`` as a JSON object holding only ``allowed`` names (422 naming the first other)."""
     if not isinstance(body, dict):
@@ -59,6 +62,45 @@ def space_body(space: Space, role: str) -> dict[str, Any]:
     return body
 
 
+# -- what a route and the MCP tool of the same name both answer (memory_core/service/mcp_tools.py);
+# each runs in a worker thread (``svc.gate``) and returns the response body
+def retrieved_body(svc: Service, body: Any, p: str) -> dict[str, Any]:
+    """``POST /v1/retrieve``: ``RetrieveResponse.to_dict()`` of ``body`` acting as ``p``."""
+    return svc.engine.retrieve(with_principal(body, p)).to_dict()
+
+
+def spaces_body(svc: Service, p: str) -> dict[str, Any]:
+    """``GET /v1/spaces``: the spaces where ``p`` holds a role."""
+    return {"spaces": [space_body(s, s.members[p]) for s in svc.engine.list_spaces(p)]}
+
+
+def created_space_body(svc: Service, body: Any, p: str) -> dict[str, Any]:
+    """``POST /v1/spaces``: the space created, ``p`` one of its owners (``members`` adds
+    others); the store checks the id is free as it inserts."""
+    body = body_fields(body, SPACE_FIELDS)
+    members = body.get("members")
+    if members is not None and not isinstance(members, dict):
+        raise invalid("invalid_members", "members must map principals to roles", "members")
+    space = svc.engine.create_space(
+        body.get("space_id"), description=body.get("description", ""),
+        default=body.get("default", False), members={**(members or {}), p: "owner"})
+    return space_body(space, "owner")
+
+
+def written_body(svc: Service, space_id: str, body: Any, p: str,
+                 model: ResponseModel | None = None) -> dict[str, Any]:
+    """``POST /v1/spaces/{space_id}/memories``: ``{"items"}`` written in one transaction;
+    with ``model``, the items the writer left ungrouped are grouped for the profile first
+    (:mod:`.profile_grouping`; its record under ``profile_grouping``)."""
+    body = body_fields(body, ("items",), required=("items",))
+    svc.require_writer(space_id, p)
+    items, record = body["items"], None
+    if model is not None and isinstance(items, list):
+        items, record = profile_grouping.group_items(model, items)
+    out = svc.engine.write_batch(space_id, items, principal=p).to_dict()
+    return out if record is None else {**out, "profile_grouping": record}
+
+
 def router(svc: Service, principal: Callable[..., Any]) -> APIRouter:
     api = APIRouter(prefix="/v1", tags=["retrieve API"])
     eng = svc.engine
@@ -68,9 +110,8 @@ def router(svc: Service, principal: Callable[..., Any]) -> APIRouter:
               responses={200: {"model": models.RetrieveResponseBody}, **errors(403, 404, 413)})
     async def retrieve(request: Request, p: str = who) -> JSONResponse:
         """Ranked memories for a question (``MemoryEngine.retrieve``)."""
-        body = with_principal(await svc.body(request), p)
-        resp = await svc.gate.run(eng.retrieve, body)
-        return JSONResponse(resp.to_dict())
+        body = await svc.body(request)
+        return JSONResponse(await svc.gate.run(retrieved_body, svc, body, p))
 
     @api.post("/context", response_model=None, openapi_extra=body_spec("ContextBody"),
               responses={200: {"model": models.ContextResponseBody}, **errors(403, 404, 413)})
@@ -95,22 +136,16 @@ def router(svc: Service, principal: Callable[..., Any]) -> APIRouter:
                                                         **errors()})
     async def list_spaces(p: str = who) -> JSONResponse:
         """The spaces where the caller holds a role."""
-        spaces = await svc.gate.run(eng.list_spaces, p)
-        return JSONResponse({"spaces": [space_body(s, s.members[p]) for s in spaces]})
+        return JSONResponse(await svc.gate.run(spaces_body, svc, p))
 
     @api.post("/spaces", status_code=201, response_model=None,
               openapi_extra=body_spec("SpaceCreate"),
               responses={201: {"model": models.SpaceOut}, **errors(409, 413)})
     async def create_space(request: Request, p: str = who) -> JSONResponse:
         """Create a space; the caller is one of its owners (``members`` adds others)."""
-        body = _fields(await svc.body(request), SPACE_FIELDS)
-        members = body.get("members")
-        if members is not None and not isinstance(members, dict):
-            raise invalid("invalid_members", "members must map principals to roles", "members")
-        space = await svc.gate.run(  # the store checks the id is free as it inserts
-            eng.create_space, body.get("space_id"), description=body.get("description", ""),
-            default=body.get("default", False), members={**(members or {}), p: "owner"})
-        return JSONResponse(space_body(space, "owner"), status_code=201)
+        body = await svc.body(request)
+        return JSONResponse(await svc.gate.run(created_space_body, svc, body, p),
+                            status_code=201)
 
     @api.get("/spaces/{space_id}", response_model=None,
              responses={200: {"model": models.SpaceOut}, **errors(404)})
@@ -123,24 +158,23 @@ def router(svc: Service, principal: Callable[..., Any]) -> APIRouter:
 
     @api.post("/spaces/{space_id}/memories", status_code=201, response_model=None,
               openapi_extra=body_spec("WriteBody"),
-              responses={201: {"model": models.MemoryIds}, **errors(403, 404, 413)})
+              responses={201: {"model": models.MemoryIds}, **errors(403, 404, 413, 501)})
     async def write_many(space_id: str, request: Request, p: str = who) -> JSONResponse:
         """Write memories in one transaction (all or none); ids in item order. A
         byte-identical upload of a document already stored answers the stored id and is
         listed under ``collapsed`` (``{"index", "memory_id"}``; the key only when any)."""
-        body = _fields(await svc.body(request), ("items",), required=("items",))
-
-        def write() -> dict[str, Any]:
-            svc.require_writer(space_id, p)
-            return eng.write_batch(space_id, body["items"], principal=p).to_dict()
-        return JSONResponse(await svc.gate.run(write), status_code=201)
+        body = body_fields(await svc.body(request), ("items", "group_profile"),
+                           required=("items",))
+        model = _grouping_model(body)
+        return JSONResponse(await svc.gate.run(written_body, svc, space_id, body, p, model),
+                            status_code=201)
 
     @api.post("/spaces/{space_id}/observations", status_code=201, response_model=None,
               openapi_extra=body_spec("ObserveBody"),
               responses={201: {"model": models.MemoryId}, **errors(403, 404, 413)})
     async def observe(space_id: str, request: Request, p: str = who) -> JSONResponse:
         """Store an observation built from facts of the space (``MemoryEngine.observe``)."""
-        body = _fields(await svc.body(request), OBSERVE_FIELDS, required=("content",
+        body = body_fields(await svc.body(request), OBSERVE_FIELDS, required=("content",
                                                                             "source_ids"))
 
         def write() -> str:
@@ -152,21 +186,34 @@ def router(svc: Service, principal: Callable[..., Any]) -> APIRouter:
 
     @api.post("/memories", status_code=201, response_model=None,
               openapi_extra=body_spec("RoutedWriteBody"),
-              responses={201: {"model": models.MemoryId}, **errors(403, 404, 413)})
+              responses={201: {"model": models.MemoryId}, **errors(403, 404, 413, 501)})
     async def write_one(request: Request, p: str = who) -> JSONResponse:
         """Write one memory into ``space_id``, or where ``route="auto"`` files it."""
-        body = with_principal(_fields(await svc.body(request), ROUTED_WRITE_FIELDS), p)
+        body = with_principal(body_fields(await svc.body(request),
+                                          (*ROUTED_WRITE_FIELDS, "group_profile")), p)
+        model = _grouping_model(body)
 
         if body.get("space_id") is not None and not isinstance(body["space_id"], str):
             raise invalid("wrong_type", "space_id must be a string", "space_id")
 
-        def write() -> tuple[str, str]:
+        def write() -> dict[str, Any]:
+            fields, record = body, None
             if body.get("space_id") is not None and body.get("route") is None:
                 svc.require_writer(body["space_id"], p)
-            memory_id = eng.write(**body)
-            return memory_id, eng.get_memory(memory_id, principal=p).space_id
-        memory_id, space_id = await svc.gate.run(write)
-        return JSONResponse({"memory_id": memory_id, "space_id": space_id}, status_code=201)
+            if model is not None:
+                (fields,), record = profile_grouping.group_items(model, [body])
+            memory_id = eng.write(**fields)
+            out = {"memory_id": memory_id,
+                   "space_id": eng.get_memory(memory_id, principal=p).space_id}
+            return out if record is None else {**out, "profile_grouping": record}
+        return JSONResponse(await svc.gate.run(write), status_code=201)
+
+    def _grouping_model(body: dict[str, Any]) -> ResponseModel | None:
+        """The model that groups this write's items (``group_profile`` popped; 501 when asked
+        for and none is configured), or ``None`` (:mod:`.profile_grouping`)."""
+        if not profile_grouping.wanted(body, svc.profile_grouping):
+            return None
+        return model_of(svc, "profile grouping (group_profile)")
 
     routes_graph.add_routes(api, svc, who)  # the entity graph and /v1/reason
 

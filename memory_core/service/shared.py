@@ -6,6 +6,7 @@ settings, the principal a body acts as, and the OpenAPI helpers the route module
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -16,6 +17,7 @@ from fastapi import Request
 from memory_core.engine import MemoryEngine
 from memory_core.access import ROLES
 from memory_core.errors import ErrorCode, MemoryCoreError, invalid, not_found
+from memory_core.llm import LLMSpec, from_env, response_model
 from memory_core.receipts import Receipt
 from memory_core.service import models
 from memory_core.service.access import read_json
@@ -28,11 +30,22 @@ T = TypeVar("T")
 MAX_BODY_BYTES = 1_048_576  # 1 MiB: a write batch of a few thousand short memories
 
 
+PROFILE_GROUPING_ENV = "MEMORY_CORE_LLM_PROFILE_GROUPING"
+
+
 @dataclass(frozen=True)
 class ServiceSettings:
-    """``max_body_bytes``: a larger body is 413 before it is parsed."""
+    """``max_body_bytes``: a larger body is 413 before it is parsed; ``llm``: the response
+    model (below); ``profile_grouping``: every write asks it for the profile group of each
+    item that names none (:mod:`memory_core.service.profile_grouping`)."""
 
     max_body_bytes: int = MAX_BODY_BYTES
+    # the response model of /chat and /v1/reason: None reads MEMORY_CORE_LLM_URL / _MODEL /
+    # _API_KEY (DESIGN.md "Response model"); unset, those routes answer 501
+    llm: LLMSpec | None = None
+    # group every written item the writer left ungrouped with the response model (off: only a
+    # write that sends group_profile=true asks); needs a model, else the service does not start
+    profile_grouping: bool = False
 
 
 class Gate:
@@ -64,6 +77,14 @@ class Service:
         self.keys = keys
         self.settings = settings
         self.metrics = ServiceMetrics(engine.cache_report)  # GET /metrics
+        self.llm = from_env(settings.llm or LLMSpec())
+        self.model = response_model(self.llm)  # None: /chat and /v1/reason answer 501
+        # on by the setting or MEMORY_CORE_LLM_PROFILE_GROUPING=1 (so `memory-core serve` can)
+        self.profile_grouping = settings.profile_grouping or os.environ.get(
+            PROFILE_GROUPING_ENV, "").strip().lower() in ("1", "true", "yes")
+        if self.profile_grouping and self.model is None:
+            raise ValueError(f"profile_grouping ({PROFILE_GROUPING_ENV}) needs a response "
+                             f"model: {self.llm.why_not()}")
 
     async def body(self, request: Request) -> Any:
         return await read_json(request, self.settings.max_body_bytes)

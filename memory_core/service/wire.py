@@ -148,6 +148,9 @@ def trace_body(receipt: Receipt) -> dict[str, Any]:
         "searched": None if body["searched"] is None else [camel_keys(s)
                                                            for s in body["searched"]],
         "stages": body["stages"],
+        # version 3: the response model's answer (/chat) and a view's record (/profile, /state)
+        "answer": None if body["answer"] is None else camel_keys(body["answer"]),
+        "view": None if body["view"] is None else camel_keys(body["view"]),
     }
 
 

@@ -216,6 +216,10 @@ class StoreBackend(Protocol):
     def save_receipt(self, receipt: Receipt) -> None:
         ...
 
+    def update_receipt(self, receipt: Receipt) -> None:
+        """Rewrite the body of a receipt already stored (nothing when it is not)."""
+        ...
+
     def scopes_of(self, rowids: Iterable[int]) -> dict[int, list[str]]:
         """The scope paths of each row (rows without any are absent)."""
         ...

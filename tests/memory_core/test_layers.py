@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[2] / "memory_core"
 FLOORS: tuple[frozenset[str], ...] = (
     frozenset({"types", "errors", "config"}),
     frozenset({"store", "times", "trace", "validate", "redact", "entities", "embed",
-               "index_files", "context", "gc_pause", "receipts", "requests"}),
+               "index_files", "context", "gc_pause", "receipts", "requests", "llm"}),
     frozenset({"filters"}),
     frozenset({"channels", "fusion", "rerank", "routing", "expansion", "results"}),
     frozenset({"components"}),

@@ -167,6 +167,7 @@ REVIEWED_SQLITE_METHODS = {
     "get_meta", "get_receipt", "get_space", "holds_sources", "insert_batch", "insert_space",
     "list_receipts", "list_spaces", "metadata_texts", "minhashes", "notes_of", "passage_size",
     "passages", "read_scope", "recent_in_session", "replies", "rows_after", "save_receipt",
+    "update_receipt",
     "scopes_of", "turn_order",
     "section_siblings", "session_lengths", "session_neighbours", "session_scopes",
     "sharing_entities", "space_entities", "space_rowids", "space_stamp", "space_version",

@@ -75,7 +75,8 @@ def test_an_addressed_receipt_round_trips_through_storage_unchanged(eng):
     assert stored == live  # every typed record, field by field
     assert stored.to_dict() == live.to_dict()
     body = _stored(eng, resp.receipt_id)
-    assert body["schema_version"] == SCHEMA_VERSION == 2
+    assert body["schema_version"] == SCHEMA_VERSION == 3
+    assert body["answer"] is None and body["view"] is None  # a plain read: neither record
     t = stored.trace
     # each stage left its typed record
     assert t.mode is Mode.FAST and t.tier is Tier.ESCALATED  # min_top_cosine=1.01
@@ -137,9 +138,32 @@ def test_a_version_1_receipt_loads_and_an_unknown_version_is_a_clear_error(eng):
     with _db(eng) as db:
         db.execute("INSERT INTO receipts VALUES (?, ?, ?)",
                    ("rcpt_future", body["created_at"],
-                    json.dumps({**body, "receipt_id": "rcpt_future", "schema_version": 3})))
-    with pytest.raises(MemoryCoreError, match="schema version 3"):
+                    json.dumps({**body, "receipt_id": "rcpt_future", "schema_version": 4})))
+    with pytest.raises(MemoryCoreError, match="schema version 4"):
         eng.get_receipt("rcpt_future")
+
+
+def test_a_version_2_receipt_loads_without_an_answer_and_a_recorded_answer_round_trips(eng):
+    from memory_core.receipts import AnswerRecord, ViewRecord
+
+    resp = eng.retrieve(query="Who owns pricing?", space_id="payments", receipt=True)
+    body = _stored(eng, resp.receipt_id)
+    v2 = {k: v for k, v in body.items() if k not in ("answer", "view")}
+    old = Receipt.from_dict({**v2, "schema_version": 2})  # written before answers were
+    assert old.answer is None and old.view is None and old.trace == eng.get_receipt(
+        resp.receipt_id).trace
+    answer = AnswerRecord(text="Ana [1]", cited_ids=("mem_1",), model="m", prompt_version="v",
+                          cached=True, prompt_tokens=3, completion_tokens=2, cost_usd=0.5,
+                          cache_key="k", streamed=True, error={"reason": "x"})
+    recorded = eng.record_answer(resp.receipt_id, answer, persisted=True)
+    assert recorded is not None and recorded.answer == answer
+    stored = eng.store.get_receipt(resp.receipt_id)
+    assert stored == recorded and stored.answer == answer  # rewritten in place, not added
+    assert len([r for r in eng.list_receipts() if r.receipt_id == resp.receipt_id]) == 1
+    assert eng.get_receipt(resp.receipt_id).answer == answer  # the recent trace too
+    assert eng.record_answer("rcpt_nowhere", answer, persisted=True) is None
+    view = ViewRecord("profile", 4, {"grouped": {"static": {"tag": 1}}, "ungrouped": []})
+    assert Receipt.from_dict(dataclasses.replace(old, view=view).to_dict()).view == view
 
 
 def test_traces_and_pipeline_outputs_cannot_be_changed_after_return(eng, hash_embedder):
