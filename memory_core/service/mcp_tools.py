@@ -40,7 +40,9 @@ import mcp_types as types
 from memory_core.errors import CodedError, invalid
 from memory_core.requests.schema import tool_input_schemas
 from memory_core.requests.text import text
+from memory_core.service import profile_grouping
 from memory_core.service.request_models import request_models
+from memory_core.service.routes_answer import model_of
 from memory_core.service.routes_agent import recall_body
 from memory_core.service.routes_v1 import (body_fields, created_space_body, retrieved_body,
                                            spaces_body, written_body)
@@ -86,8 +88,11 @@ DESCRIPTIONS = {
     "write_memory": "Store memories in a space you may write to (developer or owner): "
                     "space_id with items (a list, stored all or none in one transaction) or "
                     "one item's fields (content, timestamp, tags, metadata, user_id, "
-                    "agent_id, session_id, document_id, scopes). Long lists report progress. "
-                    "Result: {\"memory_ids\": [...]} in item order.",
+                    "agent_id, session_id, document_id, scopes). group_profile: true asks the "
+                    "service's response model for the profile group of each item that names "
+                    "none (an error no_response_model where the service has none). Long lists "
+                    "report progress. Result: {\"memory_ids\": [...]} in item order (and "
+                    "profile_grouping when grouped).",
     "create_space": "Create a memory space (space_id, description: what it holds, which the "
                     "router reads for route='auto'; default: true makes it the default "
                     "space). You become its owner. Result: the space.",
@@ -101,6 +106,13 @@ def input_schemas(svc: Service) -> dict[str, dict[str, Any]]:
     """Each tool's input schema for the served engine (its limits and modes)."""
     eng = svc.engine
     schemas = tool_input_schemas(eng.spec, eng.available_modes)
+    write = schemas["write_memory"]
+    schemas["write_memory"] = {**write, "properties": {**write["properties"], "group_profile": {
+        "type": "boolean",
+        "description": "group each item that names no profile group (metadata.profile or a "
+                       "profile:<group> tag) with the service's response model, as "
+                       "POST /v1/spaces/{space_id}/memories does; default: the service's "
+                       "setting (MEMORY_CORE_LLM_PROFILE_GROUPING)"}}}
     ids = text(eng.spec.limits.max_id_chars)
     schemas["get_receipt"] = {"type": "object", "additionalProperties": False,
                               "properties": {"receipt_id": {
@@ -186,6 +198,9 @@ class Tools:
             raise invalid("missing_field" if space_id is None else "wrong_type",
                           "space_id (the space to write to) is required and must be a string",
                           "space_id")
+        model = None  # the write's grouping model, as the HTTP write route decides it
+        if profile_grouping.wanted(args, self.svc.profile_grouping):
+            model = model_of(self.svc, "profile grouping (group_profile)")
         if "items" in args:
             body = args  # {"items"} alone; any other field is 422 unknown_field
         else:
@@ -193,7 +208,7 @@ class Tools:
         items = body.get("items")
         if isinstance(items, list) and len(items) > WRITE_BATCH and len(body) == 1:
             await self.svc.gate.run(self._embed_first, space_id, items, p, progress)
-        result = await self.svc.gate.run(written_body, self.svc, space_id, body, p)
+        result = await self.svc.gate.run(written_body, self.svc, space_id, body, p, model)
         if progress is not None and isinstance(items, list) and len(items) > WRITE_BATCH:
             await progress(1.0, 1.0, f"stored {len(items)} items in one transaction")
         return result
