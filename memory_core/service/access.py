@@ -83,12 +83,12 @@ async def read_json(request: Request, max_bytes: int) -> Any:
     422 ``validation_error``."""
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > max_bytes:
-        raise _too_large(max_bytes)
+        raise too_large(max_bytes)
     chunks, size = [], 0
     async for chunk in request.stream():
         size += len(chunk)
         if size > max_bytes:
-            raise _too_large(max_bytes)
+            raise too_large(max_bytes)
         chunks.append(chunk)
     raw = b"".join(chunks)
     if not raw.strip():
@@ -129,7 +129,7 @@ def _depth(value: Any) -> int:
     return deepest
 
 
-def _too_large(limit: int) -> ServiceError:
+def too_large(limit: int) -> ServiceError:
     return ServiceError(ServiceCode.PAYLOAD_TOO_LARGE, "body_too_large",
                         f"the request body is over {limit} bytes")
 

@@ -9,7 +9,9 @@ Over stdio the process acts as ``--principal`` (default: the store's owner, who 
 space created without members); there is no key, as the local user runs the process. Over
 HTTP, ``/mcp`` takes the bearer keys of ``/v1/*``: each request's key decides the principal of
 the tool calls it carries (no key or an unknown one is 401 with the service's body), so a
-session cannot lend its principal to a request with another key.
+session cannot lend its principal to a request with another key. A body over
+``ServiceSettings.max_body_bytes`` is 413 ``payload_too_large`` as on ``/v1`` (the SDK reads a
+body whole, with no limit of its own).
 """
 
 from __future__ import annotations
@@ -26,9 +28,10 @@ from fastapi.responses import JSONResponse
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from memory_core.engine import MemoryEngine
+from memory_core.service.access import too_large
 from memory_core.service.errors import ServiceCode, ServiceError
 from memory_core.service.mcp_tools import Tools
 from memory_core.service.shared import Service
@@ -160,7 +163,39 @@ class McpHttp:
                                     "message": "the MCP session manager is not running"},
                                    503)(scope, receive, send)
                 return
-            await self.manager.handle_request(scope, receive, send)
+            limit = self.svc.settings.max_body_bytes
+            declared = headers.get(b"content-length", b"")
+            within = None if declared.isdigit() and int(declared) > limit else (
+                await _within(receive, limit))
+            if within is None:
+                await JSONResponse(too_large(limit).to_dict(), 413)(scope, receive, send)
+                return
+            await self.manager.handle_request(scope, within, send)
             return
         await JSONResponse(refused.to_dict(), 401, {"WWW-Authenticate": "Bearer"})(
             scope, receive, send)
+
+
+async def _within(receive: Receive, limit: int) -> Receive | None:
+    """The request's body read whole (the SDK would read it whole too), replayed as one
+    message, then ``receive`` itself (the disconnect a stream waits for); ``None`` once the
+    bytes received pass ``limit`` (a body sent without ``Content-Length`` is counted)."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":  # gone before the body ended: hand that on
+            pending: list[Message] = [message]
+            break
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            pending = [{"type": "http.request", "body": b"".join(chunks), "more_body": False}]
+            break
+
+    async def replay() -> Message:
+        return pending.pop() if pending else await receive()
+    return replay

@@ -1,27 +1,80 @@
-"""MCP under the service's own guards, in process: write-time profile grouping as the HTTP
-write route does it (``group_profile``, 501 ``no_response_model`` without a model)."""
+"""``/mcp`` under the service's own guards, in process: the body-size limit of ``/v1`` and
+``/api`` (413 ``payload_too_large``), write-time profile grouping as the HTTP write route does
+it (``group_profile``, 501 ``no_response_model`` without a model)."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import anyio
 import pytest
+from starlette.testclient import TestClient
 
 from benchmarks.hash_engine import HashEmbedder
 from memory_core import MemoryEngine
 from memory_core.llm import LLMSpec
+from memory_core.service.app import create_app
 from memory_core.service.keys import KeyStore
 from memory_core.service.mcp_tools import Tools
 from memory_core.service.shared import Service, ServiceSettings
 
 pytestmark = pytest.mark.service
 
+ACCEPT = "application/json, text/event-stream"
+INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+    "protocolVersion": "2025-06-18", "capabilities": {},
+    "clientInfo": {"name": "guards", "version": "1"}}}
+
+
 @pytest.fixture(autouse=True)
 def _no_env(monkeypatch):
     for name in ("URL", "MODEL", "API_KEY", "PROFILE_GROUPING"):
         monkeypatch.delenv(f"MEMORY_CORE_LLM_{name}", raising=False)
+
+
+@pytest.fixture()
+def app(tmp_path) -> Iterator[tuple[TestClient, dict[str, str]]]:
+    """A service with a 10,000-byte body limit; alice owns ``acme``; bob owns nothing."""
+    eng = MemoryEngine.open(":memory:", embedder=HashEmbedder())
+    keys = KeyStore.for_store(tmp_path)
+    key = {who: keys.create(who) for who in ("alice", "bob")}
+    with TestClient(create_app(eng, keys, ServiceSettings(max_body_bytes=10_000)),
+                    raise_server_exceptions=False) as c:
+        assert c.post("/v1/spaces", json={"space_id": "acme", "description": "Acme"},
+                      headers=bearer(key["alice"])).status_code == 201
+        yield c, key
+    eng.close()
+
+
+def bearer(key: str, **more: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}", "Accept": ACCEPT, **more}
+
+
+def test_a_body_over_the_limit_is_413_on_mcp_as_on_v1(app):
+    c, key = app
+    query = "x" * 200_000
+    v1 = c.post("/v1/retrieve", json={"space_id": "acme", "query": query},
+                headers=bearer(key["alice"]))
+    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "retrieve", "arguments": {"space_id": "acme", "query": query}}}
+    mcp = c.post("/mcp", json=call, headers=bearer(key["alice"]))
+    assert v1.status_code == mcp.status_code == 413
+    assert mcp.json() == v1.json() and mcp.json()["code"] == "payload_too_large"
+
+    # no Content-Length (a chunked body): the bytes received are counted
+    def chunks() -> Iterator[bytes]:
+        raw = json.dumps(call).encode()
+        for start in range(0, len(raw), 4096):
+            yield raw[start:start + 4096]
+    streamed = c.post("/mcp", content=chunks(), headers={
+        **bearer(key["alice"]), "Content-Type": "application/json"})
+    assert "content-length" not in streamed.request.headers
+    assert streamed.status_code == 413 and streamed.json() == v1.json()
+    # a body under the limit is served
+    small = c.post("/mcp", json=INITIALIZE, headers=bearer(key["alice"]))
+    assert small.status_code == 200 and "mcp-session-id" in small.headers
 
 
 def _tools(tmp_path, url: str | None = None, **settings: Any) -> tuple[Tools, MemoryEngine]:
