@@ -11,7 +11,9 @@ HTTP, ``/mcp`` takes the bearer keys of ``/v1/*``: each request's key decides th
 the tool calls it carries (no key or an unknown one is 401 with the service's body), so a
 session cannot lend its principal to a request with another key. A body over
 ``ServiceSettings.max_body_bytes`` is 413 ``payload_too_large`` as on ``/v1`` (the SDK reads a
-body whole, with no limit of its own).
+body whole, with no limit of its own). A handshake-era session (``mcp-session-id``) belongs to
+the principal whose key opened it: a request for it with another principal's key, ``DELETE``
+included, is 404 ``not_found`` / ``no_session`` (the SDK answers an unknown session id 404 too).
 """
 
 from __future__ import annotations
@@ -134,10 +136,12 @@ class McpHttp:
         self.server = build_server(svc)
         self.manager: StreamableHTTPSessionManager | None = None
         self.route: Any = None  # its route in the app: the access log and metrics name it
+        self.owners: dict[str, str] = {}  # session id -> the principal whose key opened it
 
     @contextlib.asynccontextmanager
     async def lifespan(self) -> AsyncIterator[None]:
         manager = StreamableHTTPSessionManager(app=self.server)
+        self.owners = {}
         async with manager.run():
             self.manager = manager
             try:
@@ -163,6 +167,13 @@ class McpHttp:
                                     "message": "the MCP session manager is not running"},
                                    503)(scope, receive, send)
                 return
+            session = headers.get(b"mcp-session-id", b"").decode("latin-1")
+            if session and self.owners.get(session, who) != who:
+                await JSONResponse(ServiceError(
+                    ServiceCode.NOT_FOUND, "no_session",
+                    "no MCP session with this id for this key").to_dict(), 404)(
+                    scope, receive, send)
+                return
             limit = self.svc.settings.max_body_bytes
             declared = headers.get(b"content-length", b"")
             within = None if declared.isdigit() and int(declared) > limit else (
@@ -170,10 +181,33 @@ class McpHttp:
             if within is None:
                 await JSONResponse(too_large(limit).to_dict(), 413)(scope, receive, send)
                 return
-            await self.manager.handle_request(scope, within, send)
+            await self.manager.handle_request(
+                scope, within, self._owned(send, who, session, scope.get("method", "")))
             return
         await JSONResponse(refused.to_dict(), 401, {"WWW-Authenticate": "Bearer"})(
             scope, receive, send)
+
+    def _owned(self, send: Send, who: str, session: str, method: str) -> Send:
+        """``send``, recording ``who`` as the owner of the session a response opens (before the
+        client can learn its id) and forgetting the one a ``DELETE`` ends."""
+        async def sending(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                opened = dict(message.get("headers") or []).get(b"mcp-session-id")
+                if opened is not None and not session:
+                    self._forget_ended()
+                    self.owners[opened.decode("latin-1")] = who
+                elif session and method == "DELETE" and status < 300:
+                    self.owners.pop(session, None)
+            await send(message)
+        return sending
+
+    def _forget_ended(self) -> None:
+        """Drop the owners of sessions the SDK no longer holds (idle ones it closed), once
+        they are more than half of what is recorded."""
+        live = getattr(self.manager, "_server_instances", None)
+        if live is not None and len(self.owners) > 2 * len(live) + 100:
+            self.owners = {sid: p for sid, p in self.owners.items() if sid in live}
 
 
 async def _within(receive: Receive, limit: int) -> Receive | None:

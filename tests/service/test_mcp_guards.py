@@ -1,6 +1,7 @@
 """``/mcp`` under the service's own guards, in process: the body-size limit of ``/v1`` and
 ``/api`` (413 ``payload_too_large``), write-time profile grouping as the HTTP write route does
-it (``group_profile``, 501 ``no_response_model`` without a model)."""
+it (``group_profile``, 501 ``no_response_model`` without a model), and a session tied to the
+principal whose key opened it (another key is answered as if the session did not exist)."""
 
 from __future__ import annotations
 
@@ -75,6 +76,30 @@ def test_a_body_over_the_limit_is_413_on_mcp_as_on_v1(app):
     # a body under the limit is served
     small = c.post("/mcp", json=INITIALIZE, headers=bearer(key["alice"]))
     assert small.status_code == 200 and "mcp-session-id" in small.headers
+
+
+def test_a_session_answers_only_the_key_that_opened_it(app):
+    c, key = app
+    opened = c.post("/mcp", json=INITIALIZE, headers=bearer(key["alice"]))
+    assert opened.status_code == 200
+    session = opened.headers["mcp-session-id"]
+    own = {"mcp-session-id": session, "mcp-protocol-version": "2025-06-18"}
+    assert c.post("/mcp", json={"jsonrpc": "2.0", "method": "notifications/initialized"},
+                  headers=bearer(key["alice"], **own)).status_code == 202
+    listed = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+              "params": {"name": "list_spaces", "arguments": {}}}
+    for method in ("POST", "DELETE"):
+        refused = c.request(method, "/mcp", json=listed if method == "POST" else None,
+                            headers=bearer(key["bob"], **own))
+        assert refused.status_code == 404, (method, refused.text)
+        assert refused.json()["code"] == "not_found" and refused.json()["reason"] == (
+            "no_session")
+    # alice's session is still hers: her call is answered, then her DELETE ends it
+    mine = c.post("/mcp", json=listed, headers=bearer(key["alice"], **own))
+    assert mine.status_code == 200 and "acme" in mine.text
+    assert c.delete("/mcp", headers=bearer(key["alice"], **own)).status_code == 200
+    assert c.post("/mcp", json=listed, headers=bearer(key["alice"], **own)
+                  ).status_code == 404
 
 
 def _tools(tmp_path, url: str | None = None, **settings: Any) -> tuple[Tools, MemoryEngine]:
