@@ -88,13 +88,14 @@ class LLMSpec:
         return {"url": redact_url(self.url) if self.url else None, "model": self.model,
                 "temperature": self.temperature, "max_tokens": self.max_tokens}
 
-    def why_not(self) -> str:
-        """Why this spec names no model (for a 501's message)."""
+    def why_not(self, also: str | None = "the llm config group") -> str:
+        """Why this spec names no model (for a 501's message); ``also``: where else the caller
+        reads a model from (``None``: the environment only, as the CLI)."""
         missing = " and ".join(f"{self.env_prefix}_{name}" for name, value
                                in (("URL", self.url), ("MODEL", self.model)) if not value)
         return (f"no response model is configured: set {missing}"
                 f" (an OpenAI-compatible chat endpoint and its model id; the key, if any, in "
-                f"{self.api_key_env}) or the llm config group")
+                f"{self.api_key_env})" + (f" or {also}" if also else ""))
 
 
 def from_env(spec: LLMSpec, environ: Mapping[str, str] | None = None) -> LLMSpec:
