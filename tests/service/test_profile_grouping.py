@@ -198,3 +198,16 @@ def test_a_writer_cannot_claim_the_models_grouping(tmp_path):
             assert one.status_code == 422 and one.json()["reason"] == "reserved_metadata"
         assert llm.requests == [] and eng.count_memories("acme") == 0
         eng.close()
+
+
+def test_a_model_reply_that_is_not_json_leaves_the_write_ungrouped_not_failed(tmp_path):
+    with ScriptedLLM(reply=classify) as llm:
+        c, eng = _client(tmp_path, llm.url)
+        llm.fail_next("garbage")
+        r = c.post("/v1/spaces/acme/memories", json={"items": ITEMS[:2], "group_profile": True})
+        assert r.status_code == 201, r.text
+        rec = r.json()["profile_grouping"]
+        assert "not a JSON object" in rec["error"] and "127.0.0.1" not in rec["error"]
+        assert [u["why"] for u in rec["ungrouped"]] == ["model_unavailable"] * 2
+        assert eng.count_memories("acme") == 2
+        eng.close()
