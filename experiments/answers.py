@@ -18,7 +18,9 @@ evidence memories; ``answers.gold_source`` counts which.
 Judge audit (``eval.judge_audit``, on by default): the judge also grades wrong answers made
 from each gold (:mod:`experiments.judge_audit`) and the gold itself; the run reports the share
 of wrong answers it accepted (``false_accept``, per kind and overall, with intervals) and the
-share of golds it accepted (``gold_accept``). Everything goes through the reply cache, so a
+share of golds it accepted (``gold_accept``). A verdict that is neither CORRECT nor WRONG is
+left out of those rates (counting it as a rejection would flatter ``false_accept``) and counted
+per kind under ``unparsed``. Everything goes through the reply cache, so a
 second run of the same questions sends nothing (``usage.requests`` 0).
 """
 
@@ -217,9 +219,13 @@ def _audit(judge: ResponseModel, asked: Sequence[QueryDef],
     grades = _parallel(lambda it: judge.complete(judge_messages(it[0].text, it[2], it[3])),
                        items, judge.spec.max_concurrency, "judge audit", progress)
     by_kind: dict[str, list[tuple[float, str]]] = {}
+    unparsed: Counter[str] = Counter()
     for (q, kind, _, _), grade in zip(items, grades, strict=True):
-        by_kind.setdefault(kind, []).append((verdict(grade.text) or 0.0,
-                                             q.conversation or q.query_id))
+        graded = verdict(grade.text)
+        if graded is None:  # unreadable: neither an acceptance nor a rejection
+            unparsed[kind] += 1
+            continue
+        by_kind.setdefault(kind, []).append((graded, q.conversation or q.query_id))
     wrong = [v for kind, vs in by_kind.items() if kind != "gold" for v in vs]
 
     def rate(pairs: Sequence[tuple[float, str]]) -> dict[str, Any] | None:
@@ -227,12 +233,15 @@ def _audit(judge: ResponseModel, asked: Sequence[QueryDef],
 
     return {"version": AUDIT_VERSION,
             "false_accept": rate(wrong),
-            "false_accept_by_kind": {k: rate(v) for k, v in by_kind.items() if k != "gold"},
+            "false_accept_by_kind": {k: rate(by_kind.get(k, [])) for k in made},
             "gold_accept": rate(by_kind.get("gold", [])),
             "made": dict(made), "questions": len(asked),
+            "unparsed": {k: unparsed[k] for k in ("gold", *made)},
             "note": "false_accept: the share of deliberately wrong answers (made from the gold: "
                     "one number, date or name changed, or 'not mentioned') the judge graded "
-                    "CORRECT; gold_accept: the share of gold answers it graded CORRECT"}
+                    "CORRECT; gold_accept: the share of gold answers it graded CORRECT; a "
+                    "verdict neither CORRECT nor WRONG is in neither rate, counted in "
+                    "unparsed (per kind)"}
 
 
 def ci_text(cell: Mapping[str, Any] | None) -> str:
@@ -263,9 +272,14 @@ def markdown(record: Mapping[str, Any]) -> str:
              f"- cache hashes: {record['cache_hash']['response']} / "
              f"{record['cache_hash']['judge']}", ""]
     if audit:
-        lines += ["### Judge audit", "", "| wrong answers | false accept |", "|---|---|",
-                  f"| all | {ci_text(audit['false_accept'])} |",
-                  *[f"| {kind} | {ci_text(cell)} |"
+        unparsed = audit.get("unparsed") or {}
+        lines += ["### Judge audit", "",
+                  "| wrong answers | false accept | unparsed verdicts (left out) |",
+                  "|---|---|---|",
+                  f"| all | {ci_text(audit['false_accept'])} | "
+                  f"{sum(n for k, n in unparsed.items() if k != 'gold')} |",
+                  *[f"| {kind} | {ci_text(cell)} | {unparsed.get(kind, 0)} |"
                     for kind, cell in audit["false_accept_by_kind"].items()],
-                  "", f"Gold answers accepted: {ci_text(audit['gold_accept'])}.", ""]
+                  "", f"Gold answers accepted: {ci_text(audit['gold_accept'])} "
+                  f"({unparsed.get('gold', 0)} unparsed verdicts left out).", ""]
     return "\n".join(lines)

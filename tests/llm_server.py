@@ -71,7 +71,8 @@ class ScriptedLLM:
     def fail_next(self, *steps: int | float | str) -> None:
         """Queue answers for the next requests: an int is that HTTP status, a float stalls
         that many seconds and then answers normally, ``"break"`` breaks a stream mid-answer
-        (the promised length is never sent)."""
+        (the promised length is never sent), ``"garbage"`` answers 200 with a body that is not
+        JSON, ``"array"`` streams an event that is JSON but not an object mid-answer."""
         with self._lock:
             self._script.extend(steps)
 
@@ -130,6 +131,8 @@ class ScriptedLLM:
                                       extra={"Retry-After": "0"} if step == 429 else None)
                 if isinstance(step, float):
                     time.sleep(step)
+                if step == "garbage":
+                    return self._send(200, b"<html>upstream proxy says hi</html>", "text/html")
                 text = llm.reply(body)
                 prompt = sum(words(m["content"]) for m in body["messages"])
                 usage = {"prompt_tokens": prompt, "completion_tokens": words(text),
@@ -148,6 +151,10 @@ class ScriptedLLM:
                 events.append({"model": llm.model, "choices": [], "usage": usage})
                 stream = "".join(f"data: {json.dumps(e)}\n\n" for e in events)
                 whole = (stream + "data: [DONE]\n\n").encode()
+                if step == "array":  # a stray event that is JSON but no object, mid-answer
+                    events.insert(len(pieces) // 2, [1, 2])  # type: ignore[arg-type]
+                    whole = ("".join(f"data: {json.dumps(e)}\n\n" for e in events)
+                             + "data: [DONE]\n\n").encode()
                 if step != "break":
                     return self._send(200, whole, "text/event-stream")
                 half = "".join(f"data: {json.dumps(e)}\n\n" for e in events[:len(pieces) // 2])

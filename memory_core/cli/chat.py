@@ -35,7 +35,8 @@ def _local(eng: MemoryEngine, fields: Mapping[str, Any], stream: bool) -> Iterat
     model = response_model(spec)
     if model is None:
         raise RemoteError(501, {"code": "not_implemented", "reason": "no_response_model",
-                                "message": f"chat needs a response model: {spec.why_not()}"})
+                                "message": "chat needs a response model: "
+                                + spec.why_not(also=None)})
     with model:
         resp = eng.recall_context({**fields, "receipt": True})
         ids = [r.memory_id for r in resp.results]

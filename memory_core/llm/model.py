@@ -9,13 +9,17 @@ nothing and sends nothing.
 
 A model that cannot answer (no connection after the retries, a 4xx other than 429, a reply
 that is not a chat completion) raises :class:`ModelUnavailable`: the engine's 422
-``validation_error`` with reason ``model_unavailable`` and the cause in the message.
+``validation_error`` with reason ``model_unavailable`` and what failed in the message (a status
+code, a timeout, a refused connection). The message reaches API clients and stored receipts, so
+it never names the endpoint's address or quotes the upstream body (which may echo a key): those
+go to this module's log, the address through :func:`~memory_core.store.uri.redact_url`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -27,10 +31,12 @@ import httpx
 from memory_core.errors import ErrorCode, MemoryCoreError
 from memory_core.llm.cache import ReplyCache, cache_key
 from memory_core.llm.spec import LLMSpec
+from memory_core.store.uri import redact_url
 
 Message = Mapping[str, str]
 RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
 KEY_STRIPES = 64
+log = logging.getLogger(__name__)
 
 
 class ModelUnavailable(MemoryCoreError):
@@ -133,16 +139,7 @@ class ResponseModel:
         if hit is not None:
             return hit
         body = self._body(messages, max_tokens, stream=False)
-        data = self._post(body).json()
-        try:
-            text = str(data["choices"][0]["message"]["content"] or "")
-        except (KeyError, IndexError, TypeError) as exc:
-            raise ModelUnavailable(f"{self.spec.endpoint} answered something that is not a chat "
-                                   f"completion ({type(exc).__name__}: {exc})") from None
-        usage = data.get("usage") or {}
-        return self._answered(key, text, str(data.get("model") or self.model),
-                              int(usage.get("prompt_tokens") or 0),
-                              int(usage.get("completion_tokens") or 0))
+        return self._completion(key, self._parsed(self._post(body).text))
 
     def stream(self, messages: Sequence[Message], max_tokens: int | None = None,
                on_reply: Callable[[Reply], object] | None = None) -> Iterator[str]:
@@ -162,6 +159,8 @@ class ResponseModel:
             return
         body = self._body(messages, max_tokens, stream=True)
         parts: list[str] = []
+        rest: list[str] = []  # lines that are no event: a server that ignored stream=true
+        events = 0
         usage: dict[str, Any] = {}
         model = self.model
         with self._slots:
@@ -169,32 +168,65 @@ class ResponseModel:
             try:
                 for line in response.iter_lines():
                     if not line.startswith("data:"):
+                        rest.append(line)
                         continue
+                    events += 1
                     data = line[5:].strip()
                     if data == "[DONE]":
                         break
-                    try:
-                        chunk = json.loads(data)
-                    except ValueError:
-                        raise ModelUnavailable(f"{self.spec.endpoint} sent a stream event that "
-                                               f"is not JSON: {data[:80]!r}") from None
-                    usage = chunk.get("usage") or usage
+                    chunk = self._parsed(data)
+                    usage = _object(chunk.get("usage") or usage)
                     model = str(chunk.get("model") or model)
-                    for choice in chunk.get("choices") or ():
-                        piece = (choice.get("delta") or {}).get("content")
-                        if piece:
-                            parts.append(piece)
-                            yield piece
+                    for piece in _pieces(chunk):
+                        parts.append(piece)
+                        yield piece
             except httpx.HTTPError as exc:
-                raise ModelUnavailable(f"{self.spec.endpoint}: the stream broke off "
-                                       f"({type(exc).__name__}: {exc})") from None
+                log.warning("the response model at %s: the stream broke off (%s: %s)",
+                            redact_url(self.spec.endpoint), type(exc).__name__, exc)
+                raise ModelUnavailable(f"the response model {self.model!r}: the stream broke "
+                                       f"off ({type(exc).__name__})") from None
             finally:
                 response.close()
+        if not events:  # no event at all: a plain completion (answered whole) or nothing usable
+            reply = self._completion(key, self._parsed("\n".join(rest)), empty=False)
+            yield reply.text
+            on_reply(reply)
+            return
         on_reply(self._answered(key, "".join(parts), model,
                                 int(usage.get("prompt_tokens") or 0),
                                 int(usage.get("completion_tokens") or 0)))
 
     # -- internals --------------------------------------------------------------------------
+
+    def _parsed(self, text: str) -> dict[str, Any]:
+        """``text`` as a JSON object, else :class:`ModelUnavailable` (the text is logged)."""
+        try:
+            data = json.loads(text)
+        except ValueError:
+            data = None
+        if not isinstance(data, dict):
+            log.warning("the response model at %s sent something that is not a JSON object: "
+                        "%.200r", redact_url(self.spec.endpoint), text)
+            raise ModelUnavailable(f"the response model {self.model!r} answered something that "
+                                   f"is not a JSON object")
+        return data
+
+    def _completion(self, key: str, data: dict[str, Any], empty: bool = True) -> Reply:
+        """The reply in one chat completion (cached), else :class:`ModelUnavailable` (also for
+        an empty one unless ``empty``)."""
+        try:
+            content = data["choices"][0]["message"]["content"]
+            if not (empty or content):
+                raise ValueError("an empty reply")
+        except (KeyError, IndexError, TypeError, ValueError) as exc:
+            log.warning("the response model at %s: not a chat completion (%s: %s)",
+                        redact_url(self.spec.endpoint), type(exc).__name__, exc)
+            raise ModelUnavailable(f"the response model {self.model!r} answered something that "
+                                   f"is not a chat completion") from None
+        usage = _object(data.get("usage"))
+        return self._answered(key, str(content or ""), str(data.get("model") or self.model),
+                              int(usage.get("prompt_tokens") or 0),
+                              int(usage.get("completion_tokens") or 0))
 
     def _body(self, messages: Sequence[Message], max_tokens: int | None,
               stream: bool) -> dict[str, Any]:
@@ -257,21 +289,39 @@ class ResponseModel:
                 response = self._client.send(request, stream=stream)
             except httpx.TimeoutException as exc:
                 cause = f"no answer within {s.timeout_s:g} s ({type(exc).__name__})"
+                log.warning("the response model at %s: %s", redact_url(s.endpoint), cause)
             except httpx.TransportError as exc:
-                cause = f"cannot connect ({type(exc).__name__}: {exc})"
+                cause = f"cannot connect ({type(exc).__name__})"
+                log.warning("the response model at %s: cannot connect (%s: %s)",
+                            redact_url(s.endpoint), type(exc).__name__, exc)
             else:
                 if response.status_code < 400:
                     return response
                 detail = response.read().decode("utf-8", "replace")[:200]
                 response.close()
-                cause = f"HTTP {response.status_code}: {detail}"
+                cause = f"HTTP {response.status_code}"
+                log.warning("the response model at %s answered HTTP %d: %s",
+                            redact_url(s.endpoint), response.status_code, detail)
                 if response.status_code not in RETRY_STATUS:
                     break
                 wait = _retry_after(response, wait, s.max_backoff_s)
             if attempt < s.max_retries:
                 self._sleep(wait)
-        raise ModelUnavailable(f"the response model {self.model!r} at {s.endpoint} did not "
-                               f"answer: {cause}")
+        raise ModelUnavailable(f"the response model {self.model!r} did not answer: {cause}")
+
+
+def _object(value: object) -> dict[str, Any]:
+    """``value`` when it is a JSON object, else an empty one (a missing or odd usage block)."""
+    return value if isinstance(value, dict) else {}
+
+
+def _pieces(chunk: dict[str, Any]) -> Iterator[str]:
+    """The text pieces of one stream event (a choice or delta that is no object has none)."""
+    choices = chunk.get("choices")
+    for choice in choices if isinstance(choices, list) else ():
+        piece = _object(_object(choice).get("delta")).get("content")
+        if isinstance(piece, str) and piece:
+            yield piece
 
 
 def _retry_after(response: httpx.Response, default: float, cap: float) -> float:

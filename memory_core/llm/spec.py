@@ -4,8 +4,9 @@ and the judge's block beside it), filled from the environment by :func:`from_env
 Nothing is configured by default: ``url`` and ``model`` are ``None`` until a config or the
 environment names them (``MEMORY_CORE_LLM_URL``, ``MEMORY_CORE_LLM_MODEL``; the judge's
 ``MEMORY_CORE_JUDGE_URL``, ``MEMORY_CORE_JUDGE_MODEL``). The API key is never a config value:
-it is read from ``<env_prefix>_API_KEY`` when a request is made, so it is in no
-``metrics.json`` and no log.
+it is read from ``<env_prefix>_API_KEY`` once, when a :class:`~memory_core.llm.ResponseModel`
+is made (a key changed later is used by the next model object), and it is in no
+``metrics.json`` and no log; the URL is recorded with any password in it masked.
 
 Example:
     >>> LLMSpec().configured
@@ -24,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from memory_core.config import default_cache_dir
+from memory_core.store.uri import redact_url
 
 LLM_PREFIX = "MEMORY_CORE_LLM"
 JUDGE_PREFIX = "MEMORY_CORE_JUDGE"
@@ -81,17 +83,19 @@ class LLMSpec:
                 else default_cache_dir() / "llm")
 
     def identity(self) -> dict[str, object]:
-        """What ``metrics.json`` and a receipt record of the model (never the key)."""
-        return {"url": self.url, "model": self.model, "temperature": self.temperature,
-                "max_tokens": self.max_tokens}
+        """What ``metrics.json`` and a receipt record of the model (never the key; a password in
+        the URL masked)."""
+        return {"url": redact_url(self.url) if self.url else None, "model": self.model,
+                "temperature": self.temperature, "max_tokens": self.max_tokens}
 
-    def why_not(self) -> str:
-        """Why this spec names no model (for a 501's message)."""
+    def why_not(self, also: str | None = "the llm config group") -> str:
+        """Why this spec names no model (for a 501's message); ``also``: where else the caller
+        reads a model from (``None``: the environment only, as the CLI)."""
         missing = " and ".join(f"{self.env_prefix}_{name}" for name, value
                                in (("URL", self.url), ("MODEL", self.model)) if not value)
         return (f"no response model is configured: set {missing}"
                 f" (an OpenAI-compatible chat endpoint and its model id; the key, if any, in "
-                f"{self.api_key_env}) or the llm config group")
+                f"{self.api_key_env})" + (f" or {also}" if also else ""))
 
 
 def from_env(spec: LLMSpec, environ: Mapping[str, str] | None = None) -> LLMSpec:

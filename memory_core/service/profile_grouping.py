@@ -18,6 +18,13 @@ leaves the item ungrouped. A model that does not answer does not fail the write:
 every one after it are written ungrouped, and the write's response (``profile_grouping``) and
 the log say so, with the cause. The replies are cached like every other (a rewrite of the same
 text asks nothing).
+
+The write is checked before any model is asked (:func:`checked`): the items as the write will
+check them (:func:`memory_core.requests.parse_item`), the caller's right to write and the
+target, so a write that will be refused costs no model call. ``metadata["profile_by"]`` and
+``metadata["profile_model"]`` are the service's own: a write through the service that sends
+either is 422 ``reserved_metadata`` (with grouping on or off), so ``/profile``'s ``groupedBy:
+model`` always means the model grouped it.
 """
 
 from __future__ import annotations
@@ -26,13 +33,16 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from memory_core.config import EngineSpec
 from memory_core.errors import MemoryCoreError, invalid
 from memory_core.llm import ResponseModel
+from memory_core.requests import parse_item
 from memory_core.llm.prompts import PROFILE_PROMPT_VERSION, profile_messages, read_group
 from memory_core.service.routes_profile import TAG_PREFIX
 
 log = logging.getLogger(__name__)
 MAX_REPLY_TOKENS = 8
+SERVICE_KEYS = ("profile_by", "profile_model")  # metadata only the service writes
 
 
 def wanted(body: dict[str, Any], setting: bool) -> bool:
@@ -41,6 +51,25 @@ def wanted(body: dict[str, Any], setting: bool) -> bool:
     if asked is not None and not isinstance(asked, bool):
         raise invalid("wrong_type", "group_profile must be true or false", "group_profile")
     return setting if asked is None else asked
+
+
+def refuse_service_keys(items: Any) -> None:
+    """422 ``reserved_metadata`` when an item's metadata sends a key only the service writes
+    (:data:`SERVICE_KEYS`); anything else is left to the write's own checks."""
+    for i, item in enumerate(items if isinstance(items, list) else ()):
+        meta = item.get("metadata") if isinstance(item, Mapping) else None
+        sent = [k for k in SERVICE_KEYS if isinstance(meta, Mapping) and k in meta]
+        if sent:
+            raise invalid("reserved_metadata", f"items[{i}]: metadata.{sent[0]} is set by the "
+                          "service's profile grouping only (send metadata.profile to group an "
+                          "item yourself)", "metadata")
+
+
+def checked(spec: EngineSpec, items: Any) -> None:
+    """Each item of a write checked as the write will check it (422 naming ``items[i]``),
+    before any model is asked; a body that is no list is left to the write to refuse."""
+    for i, item in enumerate(items if isinstance(items, list) else ()):
+        parse_item(item, i, spec, None)
 
 
 def writer_grouped(item: Mapping[str, Any]) -> bool:

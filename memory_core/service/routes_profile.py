@@ -4,13 +4,15 @@ about a user grouped as ``selfFacts``, ``static``, ``dynamic``, ``preferences`` 
 
 The grouping is the writer's: a memory belongs to a group when its ``metadata["profile"]`` names
 it, or one of its tags is ``profile:<group>`` (camelCase or snake_case: ``self_facts``). A
-memory that names no group is not on the profile; one naming a group that does not exist is
-counted in ``ungrouped``, never dropped silently. A group the response model gave at write time
-(:mod:`.profile_grouping`) is stored the same way with ``metadata["profile_by"] = "model"``;
-each entry says which (``groupedBy``: ``metadata``, ``tag`` or ``model``). Read access is the
-space's (404 without a role, as everywhere); ``userId`` keeps the memories of that user only
-(strict, as the read filters are). Each group lists its newest ``limit`` entries (1-200,
-default 50) newest first, with its full count.
+memory that names no group is not on the profile; one naming a group that does not exist (or
+a ``metadata["profile"]`` that is not text: counted under its JSON, ``"7"``) is counted in
+``ungrouped``, never dropped silently. A group the response model gave at write time
+(:mod:`.profile_grouping`) is stored the same way with ``metadata["profile_by"] = "model"``
+(only the service sets it: a write through the service that sends ``profile_by`` or
+``profile_model`` is refused); each entry says which (``groupedBy``: ``metadata``, ``tag`` or
+``model``). Read access is the space's (404 without a role, as everywhere); ``userId`` keeps
+the memories of that user only (strict, as the read filters are). Each group lists its newest
+``limit`` entries (1-200, default 50) newest first, with its full count.
 
 Its receipt (:mod:`.views`; ``trace.traceId``, ``?receipt=true`` persists it) says what it read (the
 memories of the space, those of other users skipped), what it grouped and by whose word, the
@@ -19,6 +21,7 @@ ungrouped ones with the name they gave, and each entry left out by ``limit``.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable
 from typing import Any
@@ -46,9 +49,9 @@ def grouping(memory: Memory) -> tuple[str, str] | None:
     unknown name is returned as is: the caller counts it), and by whose word (``metadata``,
     ``tag``, or ``model`` when the response model grouped it at write time); or ``None``."""
     named = memory.metadata.get("profile")
-    if isinstance(named, str):
+    if named is not None:  # a name that is not text is no group: counted under its JSON
         by = "model" if memory.metadata.get("profile_by") == "model" else "metadata"
-        return canonical(named), by
+        return (canonical(named) if isinstance(named, str) else json.dumps(named)), by
     tag = next((t[len(TAG_PREFIX):] for t in memory.tags if t.startswith(TAG_PREFIX)), None)
     return None if tag is None else (canonical(tag), "tag")
 

@@ -27,6 +27,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 
 from memory_core.requests import WRITE_FIELDS
+from memory_core.requests.fields import check_target
 from memory_core.errors import invalid
 from memory_core.llm import ResponseModel
 from memory_core.service import models, profile_grouping, routes_graph
@@ -91,11 +92,14 @@ def written_body(svc: Service, space_id: str, body: Any, p: str,
                  model: ResponseModel | None = None) -> dict[str, Any]:
     """``POST /v1/spaces/{space_id}/memories``: ``{"items"}`` written in one transaction;
     with ``model``, the items the writer left ungrouped are grouped for the profile first
-    (:mod:`.profile_grouping`; its record under ``profile_grouping``)."""
+    (:mod:`.profile_grouping`; its record under ``profile_grouping``), once the write is
+    known to pass: the items checked, the caller a writer of the space."""
     body = body_fields(body, ("items",), required=("items",))
-    svc.require_writer(space_id, p)
     items, record = body["items"], None
+    profile_grouping.refuse_service_keys(items)
+    svc.require_writer(space_id, p)
     if model is not None and isinstance(items, list):
+        profile_grouping.checked(svc.engine.spec, items)
         items, record = profile_grouping.group_items(model, items)
     out = svc.engine.write_batch(space_id, items, principal=p).to_dict()
     return out if record is None else {**out, "profile_grouping": record}
@@ -198,6 +202,11 @@ def router(svc: Service, principal: Callable[..., Any]) -> APIRouter:
 
         def write() -> dict[str, Any]:
             fields, record = body, None
+            profile_grouping.refuse_service_keys([body])
+            if model is not None:  # the write checked before the model is asked
+                check_target(body.get("space_id"), body.get("route"))
+                profile_grouping.checked(eng.spec, [{k: v for k, v in body.items()
+                                                     if k in WRITE_FIELDS}])
             if body.get("space_id") is not None and body.get("route") is None:
                 svc.require_writer(body["space_id"], p)
             if model is not None:

@@ -142,3 +142,42 @@ def test_wrong_answers_from_a_gold():
     assert verdict("I am not sure") is None
     user = judge_messages("Q?", "g\nold", "an\nswer")[1]["content"]
     assert user.splitlines() == ["Question: Q?", "Gold answer: g old", "Answer to grade: an swer"]
+
+
+def test_the_audit_leaves_unreadable_verdicts_out_and_counts_them(tmp_path):
+    """A judge that accepts every wrong answer but mumbles on 'not mentioned': its false-accept
+    rate is 1.0 over the verdicts it gave, not lowered by counting the mumbles as rejections."""
+    import httpx
+
+    from experiments.answers import _audit, markdown
+    from experiments.data.schema import QueryDef
+    from memory_core.llm import LLMSpec, ResponseModel
+
+    def judge(request: httpx.Request) -> httpx.Response:
+        answer = json.loads(request.content)["messages"][-1]["content"].rsplit(": ", 1)[1]
+        text = "I cannot tell" if answer == "not mentioned" else "CORRECT"
+        return httpx.Response(200, json={"choices": [{"message": {"content": text}}]})
+
+    spec = LLMSpec(url="http://judge.invalid/v1", model="mumbler", cache=False)
+    asked = [QueryDef(f"q{i}", f"Where did Ana move in question {i}?", None,
+                      conversation=f"c{i}") for i in range(4)]
+    golds = {q.query_id: (f"Ana moved to Lisbon on {i + 1} May 2023.", "data")
+             for i, q in enumerate(asked)}
+    with ResponseModel(spec, transport=httpx.MockTransport(judge)) as model:
+        audit = _audit(model, asked, golds, n_resamples=50, seed=0, progress=False)
+    assert audit["made"]["not_mentioned"] == 4 and audit["unparsed"]["not_mentioned"] == 4
+    assert audit["unparsed"]["gold"] == 0 and audit["gold_accept"]["mean"] == 1.0
+    assert audit["false_accept"]["mean"] == 1.0  # was 0.75 with the mumbles graded WRONG
+    assert audit["false_accept"]["n"] == sum(audit["made"].values()) - 4
+    assert audit["false_accept_by_kind"]["not_mentioned"] is None  # nothing readable
+    record = {"view": "raw_turns", "limit": 5, "judge_note": None, "audit": audit,
+              "models": {k: {"model": "m", "url": "u"} for k in ("response", "judge")},
+              "prompts": {"answer": {"version": "a"}, "judge": {"version": "j"}, "audit": "x"},
+              "usage": {k: {"requests": 0, "cache_hits": 0, "cost_usd": 0.0}
+                        for k in ("response", "judge")},
+              "denominators": {"answers": 0, "with_gold": 0, "no_gold": 0,
+                               "unparsed_verdicts": 0},
+              "cache_hash": {"response": None, "judge": None}}
+    summary = markdown(record)
+    assert "| all | 1.000 [1.000, 1.000] (n=12) | 4 |" in summary
+    assert "| not_mentioned | - | 4 |" in summary

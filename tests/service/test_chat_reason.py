@@ -226,3 +226,24 @@ def test_a_model_that_does_not_answer_is_recorded_in_the_receipt(tmp_path):
     assert new[0].answer.error is not None and new[0].answer.text == ""
     assert new[0].answer.error["reason"] == "model_unavailable"
     eng.close()
+
+
+def test_a_reply_that_is_not_json_is_422_with_the_answer_recorded(tmp_path, llm_server):
+    c, eng, _ = _client(tmp_path, _spec(llm_server.url, tmp_path, max_retries=0))
+    for path, body in (("/api/v1/acme/chat", {"query": Q, "receipt": True}),
+                       ("/v1/reason", {"space_id": "acme", "query": Q, "receipt": True})):
+        before = {r.receipt_id for r in eng.list_receipts()}
+        llm_server.fail_next("garbage")
+        r = c.post(path, json=body)
+        assert r.status_code == 422 and r.json()["reason"] == "model_unavailable", r.text
+        assert "127.0.0.1" not in r.text and "upstream proxy" not in r.text
+        new = [x for x in eng.list_receipts() if x.receipt_id not in before]
+        assert len(new) == 1 and new[0].answer is not None and new[0].answer.error is not None
+        assert new[0].answer.error["reason"] == "model_unavailable"
+    llm_server.fail_next("array")
+    r = c.post("/api/v1/acme/chat", json={"query": Q, "stream": True, "receipt": True})
+    events = _events(r.text)
+    assert events[-1][0] == "error" and events[-1][1]["reason"] == "model_unavailable"
+    stored = eng.store.get_receipt(events[0][1]["trace"]["traceId"])
+    assert stored is not None and stored.answer is not None and stored.answer.error is not None
+    eng.close()

@@ -160,3 +160,54 @@ def test_asking_with_no_model_is_501_and_writes_nothing(tmp_path):
     assert eng.count_memories("acme") == 0
     assert c.post("/v1/spaces/acme/memories", json={"items": ITEMS}).status_code == 201
     eng.close()
+
+
+def test_a_write_that_will_be_refused_asks_the_model_nothing(tmp_path):
+    with ScriptedLLM(reply=classify) as llm:
+        c, eng = _client(tmp_path, llm.url)
+        bad_last = [*ITEMS[:3], {"content": "   ", "user_id": "ana"}]
+        r = c.post("/v1/spaces/acme/memories", json={"items": bad_last, "group_profile": True})
+        assert r.status_code == 422 and r.json()["message"].startswith("items[3]"), r.text
+        both = c.post("/v1/memories", json={"space_id": "acme", "route": "auto",
+                                             "group_profile": True, **ITEMS[0]})
+        assert both.status_code == 422 and both.json()["code"] == "route_conflict", both.text
+        routed = c.post("/v1/memories", json={"route": "auto", "group_profile": True,
+                                               "content": ""})
+        assert routed.status_code == 422, routed.text
+        elsewhere = c.post("/v1/memories", json={"space_id": "nowhere", "group_profile": True,
+                                                  **ITEMS[0]})
+        assert elsewhere.status_code == 404, elsewhere.text
+        assert llm.requests == [] and eng.count_memories("acme") == 0
+        eng.close()
+
+
+def test_a_writer_cannot_claim_the_models_grouping(tmp_path):
+    with ScriptedLLM(reply=classify) as llm:
+        c, eng = _client(tmp_path, llm.url)
+        for key in ("profile_by", "profile_model"):
+            item = {"content": "Ana prefers jasmine tea.", "user_id": "ana",
+                    "metadata": {"profile": "preferences", key: "model"}}
+            for group in (True, False):
+                r = c.post("/v1/spaces/acme/memories", json={"items": [ITEMS[0], item],
+                                                              "group_profile": group})
+                assert r.status_code == 422, r.text
+                assert (r.json()["reason"], r.json()["field"]) == ("reserved_metadata",
+                                                                   "metadata")
+                assert r.json()["message"].startswith(f"items[1]: metadata.{key} is set by")
+            one = c.post("/v1/memories", json={"space_id": "acme", **item})
+            assert one.status_code == 422 and one.json()["reason"] == "reserved_metadata"
+        assert llm.requests == [] and eng.count_memories("acme") == 0
+        eng.close()
+
+
+def test_a_model_reply_that_is_not_json_leaves_the_write_ungrouped_not_failed(tmp_path):
+    with ScriptedLLM(reply=classify) as llm:
+        c, eng = _client(tmp_path, llm.url)
+        llm.fail_next("garbage")
+        r = c.post("/v1/spaces/acme/memories", json={"items": ITEMS[:2], "group_profile": True})
+        assert r.status_code == 201, r.text
+        rec = r.json()["profile_grouping"]
+        assert "not a JSON object" in rec["error"] and "127.0.0.1" not in rec["error"]
+        assert [u["why"] for u in rec["ungrouped"]] == ["model_unavailable"] * 2
+        assert eng.count_memories("acme") == 2
+        eng.close()

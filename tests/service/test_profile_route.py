@@ -26,6 +26,7 @@ ITEMS = [
     {"content": "Something the writer filed oddly.", "metadata": {"profile": "hobbies"},
      "user_id": "ana"},
     {"content": "The office is closed on Friday.", "user_id": "ana"},
+    {"content": "A group that is not a name.", "metadata": {"profile": 7}, "user_id": "ana"},
 ]
 
 
@@ -46,7 +47,7 @@ def test_profile_groups_what_the_writer_sent(tmp_path):
                     "dynamic": [ITEMS[4]["content"]],
                     "preferences": [ITEMS[2]["content"], ITEMS[1]["content"]],  # newest first
                     "instructions": [ITEMS[3]["content"]]}
-    assert body["ungrouped"] == 1 and body["groupedBy"] == "writer"
+    assert body["ungrouped"] == 2 and body["groupedBy"] == "writer"  # "hobbies" and 7
     assert body["counts"]["preferences"] == 2 and body["contextId"] == "acme"
     everyone = c.get("/api/v1/acme/profile", params={"limit": 1}).json()
     assert everyone["counts"]["preferences"] == 3 and len(everyone["profile"]["preferences"]) == 1
@@ -78,7 +79,8 @@ def test_profile_leaves_a_receipt_of_what_it_read_grouped_and_left_out(tmp_path)
     assert stored.view.read == len(ITEMS) and detail["other_users"] == 1
     assert detail["not_on_profile"] == 1  # the office note names no group
     assert detail["ungrouped"] == [{"memory_id": by_text[ITEMS[6]["content"]],
-                                    "named": "hobbies"}]
+                                    "named": "hobbies"},
+                                   {"memory_id": by_text[ITEMS[8]["content"]], "named": "7"}]
     assert detail["grouped"]["preferences"] == {"metadata": 1, "tag": 1}
     # limit 1: the older preference is left out, and the receipt says which and why
     assert [(d.memory_id, d.reason.value, d.detail) for d in stored.dropped] == [

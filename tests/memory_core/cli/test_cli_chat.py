@@ -39,7 +39,8 @@ def test_chat_refuses_without_a_model(run):
     code, out, err = run("chat", "--store", run.store, "--context-id", "notes", "pnpm?")
     assert code == 1 and out == ""
     assert err.startswith("error: not_implemented/no_response_model:")
-    assert "MEMORY_CORE_LLM_URL" in err
+    assert "MEMORY_CORE_LLM_URL" in err and "MEMORY_CORE_LLM_MODEL" in err
+    assert "config group" not in err  # the CLI reads the environment only
     code, out, _ = run("chat", "--store", run.store, "--context-id", "notes", "pnpm?", "--json")
     assert code == 1 and json.loads(out)["error"]["status"] == 501
     with run.opener(run.store) as eng:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 
+import httpx
 import pytest
 
 from llm_server import ScriptedLLM
@@ -172,3 +173,79 @@ def test_a_damaged_cache_entry_is_asked_again_and_rewritten(llm_server, tmp_path
     assert "cannot be read" in caplog.text
     with ResponseModel(s) as model:
         assert model.complete(MSGS).cached  # rewritten whole
+
+
+def served(*bodies: bytes, status: int = 200) -> httpx.MockTransport:
+    """A transport that answers each request with the next of ``bodies`` (the last repeats)."""
+    sent: list[bytes] = list(bodies)
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(status, content=sent.pop(0) if len(sent) > 1 else sent[0])
+    return httpx.MockTransport(handler)
+
+
+COMPLETION = (b'{"choices": [{"message": {"content": "Globex"}}], '
+              b'"usage": {"prompt_tokens": 3, "completion_tokens": 1}}')
+
+
+@pytest.mark.parametrize("body", [b"<html>502 Bad Gateway</html>", b"[1, 2]", b'"text"'])
+def test_a_2xx_that_is_not_a_json_object_is_model_unavailable(tmp_path, body):
+    s = spec("http://llm.invalid/v1", tmp_path)
+    with ResponseModel(s, transport=served(body)) as model, \
+            pytest.raises(ModelUnavailable, match="not a JSON object") as err:
+        model.complete(MSGS)
+    assert (err.value.status, err.value.reason) == (422, "model_unavailable")
+
+
+@pytest.mark.parametrize("event", [b"[1]", b"7", b"null"])
+def test_a_stream_event_that_is_not_an_object_is_model_unavailable(tmp_path, event):
+    body = b'data: {"choices": [{"delta": {"content": "Glo"}}]}\n\ndata: ' + event + b"\n\n"
+    with ResponseModel(spec("http://llm.invalid/v1", tmp_path), transport=served(body)) as model:
+        pieces = model.stream(MSGS)
+        assert next(pieces) == "Glo"
+        with pytest.raises(ModelUnavailable, match="not a JSON object"):
+            next(pieces)
+    assert not list((tmp_path / "llm").rglob("*.json"))  # nothing cached
+
+
+def test_a_server_that_ignores_stream_true_is_read_as_a_completion(tmp_path):
+    s = spec("http://llm.invalid/v1", tmp_path)
+    with ResponseModel(s, transport=served(COMPLETION)) as model:
+        assert list(model.stream(MSGS)) == ["Globex"]
+        assert model.usage()["completion_tokens"] == 1
+    with ResponseModel(s, transport=served(b"")) as model:
+        assert model.complete(MSGS).text == "Globex"  # the cache holds the completion's text
+
+
+@pytest.mark.parametrize("body", [b"", b"ok\n", b'{"choices": [{"message": {"content": ""}}]}'])
+def test_a_stream_with_no_events_is_never_cached_empty(tmp_path, body):
+    s = spec("http://llm.invalid/v1", tmp_path)
+    with ResponseModel(s, transport=served(body)) as model, pytest.raises(ModelUnavailable):
+        list(model.stream(MSGS))
+    assert not list((tmp_path / "llm").rglob("*.json"))
+    with ResponseModel(s, transport=served(COMPLETION)) as model:
+        assert model.complete(MSGS).text == "Globex"  # asked again, not "" from the cache
+
+
+def test_messages_name_no_address_and_quote_no_upstream_body(tmp_path, caplog):
+    url = "http://bob:hunter2@llm.internal:8000/v1"
+    leak = b'{"error": "invalid key sk-live-abc123"}'
+    with ResponseModel(spec(url, tmp_path), transport=served(leak, status=401)) as model, \
+            pytest.raises(ModelUnavailable) as err, caplog.at_level("WARNING"):
+        model.complete(MSGS)
+    message = str(err.value)
+    assert "HTTP 401" in message
+    assert "llm.internal" not in message and "sk-live" not in message
+    assert "sk-live-abc123" in caplog.text and "bob:***@llm.internal" in caplog.text
+    assert "hunter2" not in caplog.text
+    for body in (b"not json", b'{"choices": []}'):
+        with ResponseModel(spec(url, tmp_path), transport=served(body)) as model, \
+                pytest.raises(ModelUnavailable) as err:
+            model.complete(MSGS)
+        assert "llm.internal" not in str(err.value) and "not json" not in str(err.value)
+    with ResponseModel(spec("http://bob:hunter2@127.0.0.1:1/v1", tmp_path, max_retries=0)
+                       ) as model, pytest.raises(ModelUnavailable, match="cannot connect") as err:
+        model.complete(MSGS)
+    assert "127.0.0.1" not in str(err.value) and "hunter2" not in str(err.value)
+    identity = LLMSpec(url=url, model="m").identity()
+    assert identity["url"] == "http://bob:***@llm.internal:8000/v1"
