@@ -49,9 +49,9 @@ from memory_core.store.ids import (MEMORY_ID_PREFIX, entity_key, memory_id_of, r
                                    rowid_of)
 from memory_core.store.memories import _MEMORY_COLUMNS as _MEMORY_COLUMNS
 from memory_core.store.memories import MemoryQueries, NewMemory
-from memory_core.store.memories import _memory as _memory
 from memory_core.store.minhash import MINHASH_STORED, pack_minhash, unpack_minhash
 from memory_core.store.receipts import ReceiptQueries
+from memory_core.store.rows import row_memory as _memory  # noqa: F401 (the former name)
 from memory_core.store.schema import _INSTANT_COLUMNS as _INSTANT_COLUMNS
 from memory_core.store.schema import PAGE_SIZE, SCHEMA, SCHEMA_VERSION, pad_instant
 from memory_core.store.schema import _migrate_instants as _migrate_instants

@@ -26,7 +26,7 @@ from typing import Protocol
 import numpy as np
 
 from memory_core.receipts import Receipt
-from memory_core.store.memories import NewMemory
+from memory_core.store.rows import NewMemory
 from memory_core.store.budget import CacheBudget
 from memory_core.store.postings import PostingState
 from memory_core.store.sessions import SessionKey, SessionTurns

@@ -9,58 +9,26 @@ transaction: a batch is written whole or not at all.
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from memory_core.store.db import Database
 from memory_core.store.entities import ENTITY_PAIRS_KEPT, ENTITY_ROWS_KEPT, SPACE_MAPS_KEPT
-from memory_core.store.ids import entity_key, memory_id_of
+from memory_core.store.ids import entity_key
 from memory_core.store.minhash import pack_minhash, unpack_minhash
+from memory_core.store.rows import NewMemory, row_memory, written_memory
 from memory_core.store.sessions import SESSION_KEYS_KEPT, WrittenTurn
 from memory_core.store.sql import SqlFilter, _chunks
 from memory_core.store.turns import _refresh_turn_context
-from memory_core.types import Memory, MemoryType, frozen_map
-
-
-@dataclass(frozen=True)
-class NewMemory:
-    """A validated memory ready to insert (the engine builds these)."""
-
-    space_id: str
-    content: str
-    content_hash: str
-    memory_type: MemoryType
-    passage: str | None  # new passage text; None = reuse ``passage_id``
-    passage_id: int | None
-    document_id: str | None
-    metadata: dict[str, Any]
-    entities: tuple[str, ...]
-    timestamp: str
-    recorded_at: str
-    occurred_start: str | None
-    occurred_end: str | None
-    user_id: str | None
-    agent_id: str | None
-    session_id: str | None
-    tags: tuple[str, ...]
-    source_rowids: tuple[int, ...]
-    embedding: np.ndarray
-    minhash: bytes | None
-    # True: no passage of its own; shares the passage of the previous item of the same batch
-    # (the pieces of one split write)
-    shares_passage: bool = False
-    scopes: tuple[str, ...] = ()  # scope paths ("org/acme/team/payments"), matched by ``lens``
-    timestamp_sent: str | None = None  # the writer's timestamp text, verbatim (None: not sent)
+from memory_core.types import Memory, MemoryType
 
 
 # signatures kept in memory by ``minhashes`` (about 0.6 KB each at 64 permutations)
 MINHASH_ROWS_KEPT = 32_768
 
 MEMORY_ROWS_KEPT = 10_000  # built memories kept between reads (get_memories)
+ELIGIBLE_KEPT, ELIGIBLE_ROWS_KEPT = 32, 65_536  # eligible_rowids: at most 16 MB kept
 
 _INSERTS = {  # a batch's rows, table by table, in this order (MemoryQueries.insert_batch)
     "passages": "INSERT INTO passages(passage_id, space_id, content, document_id) "
@@ -175,7 +143,7 @@ class MemoryQueries(Database):
             # a metadata read returns a string value or None
             turns[rowid] = WrittenTurn(it.session_id, fact, {
                 k: v for k, v in metadata.items() if isinstance(v, str)})
-            records[rowid] = _written_memory(rowid, it, passage_id, metadata)
+            records[rowid] = written_memory(rowid, it, passage_id, metadata)
         self._keep_space_entities(items, rowids, keys, before, empty)
 
     def _keep_space_entities(self, items: Sequence[NewMemory], rowids: Sequence[int],
@@ -241,20 +209,30 @@ class MemoryQueries(Database):
                                  chunk) if any_sources else ():
                 sources.setdefault(r[0], []).append(r[1])
             for r in rows:
-                out[r["rowid"]] = _memory(r, tags.get(r["rowid"], []), sources.get(r["rowid"], []))
+                out[r["rowid"]] = row_memory(r, tags.get(r["rowid"], []),
+                                             sources.get(r["rowid"], []))
         return out
 
     def eligible_rowids(self, space_id: str, flt: SqlFilter) -> np.ndarray:
-        """Rows of ``space_id`` that pass ``flt``, ascending."""
-        rows = self._query(f"SELECT m.rowid FROM memories m WHERE m.space_id = ? AND ({flt.where})"
-                           " ORDER BY m.rowid", (space_id, *flt.params))
-        return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+        """Rows of ``space_id`` that pass ``flt``, ascending, read-only. A filtered read's
+        dense search asks for them every time, so they are kept while the store's stamp stays
+        put (:meth:`_stamped_cache`; a filter reads memory rows and their side tables only):
+        at most :data:`ELIGIBLE_KEPT` filters' rows, of :data:`ELIGIBLE_ROWS_KEPT` rows each."""
+        key = (space_id, flt.where, flt.params)
+        kept = self._stamped_cache("_eligible", ELIGIBLE_KEPT)
+        found = kept.get(key)
+        if found is None:
+            rows = self._query(f"SELECT m.rowid FROM memories m WHERE m.space_id = ? AND "
+                               f"({flt.where}) ORDER BY m.rowid", (space_id, *flt.params))
+            found = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+            found.flags.writeable = False
+            if len(found) <= ELIGIBLE_ROWS_KEPT:
+                kept[key] = found
+        return found
 
     def space_rowids(self, space_id: str) -> np.ndarray:
-        """Every row of a space, ascending."""
-        rows = self._query("SELECT rowid FROM memories WHERE space_id = ? ORDER BY rowid",
-                           (space_id,))
-        return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+        """Every row of a space, ascending, read-only (:meth:`eligible_rowids`)."""
+        return self.eligible_rowids(space_id, SqlFilter())
 
     def space_stamp(self, space_id: str) -> tuple[int, int]:
         """(count, max rowid) of a space."""
@@ -366,35 +344,3 @@ class MemoryQueries(Database):
             cache.clear()
         cache[space_id] = (stamp, n)
         return n
-
-
-def _written_memory(rowid: int, it: NewMemory, passage_id: int | None,
-                    metadata: dict[str, Any]) -> Memory:
-    """The record :func:`_memory` builds from the row ``insert_batch`` stores for ``it``
-    (``metadata``: its metadata read back from the JSON it is stored as): tags once each in
-    key order (the read's ``ORDER BY tag``), sources in their order."""
-    return Memory(
-        rowid=rowid, memory_id=memory_id_of(rowid), space_id=it.space_id, content=it.content,
-        content_hash=it.content_hash, memory_type=it.memory_type,
-        source_ids=tuple(memory_id_of(s) for s in it.source_rowids),
-        metadata=frozen_map(metadata), document_id=it.document_id,
-        tags=tuple(sorted(set(it.tags))), entities=tuple(it.entities), timestamp=it.timestamp,
-        recorded_at=it.recorded_at, occurred_start=it.occurred_start,
-        occurred_end=it.occurred_end, user_id=it.user_id, agent_id=it.agent_id,
-        session_id=it.session_id, passage_id=passage_id, timestamp_sent=it.timestamp_sent,
-    )
-
-
-def _memory(row: sqlite3.Row, tags: list[str], sources: list[int]) -> Memory:
-    return Memory(
-        rowid=int(row["rowid"]), memory_id=memory_id_of(int(row["rowid"])),
-        space_id=row["space_id"], content=row["content"], content_hash=row["content_hash"],
-        memory_type=MemoryType(row["memory_type"]),
-        source_ids=tuple(memory_id_of(s) for s in sources),
-        metadata=frozen_map(json.loads(row["metadata"])), document_id=row["document_id"],
-        tags=tuple(tags), entities=tuple(json.loads(row["entities"])),
-        timestamp=row["timestamp"], recorded_at=row["recorded_at"],
-        occurred_start=row["occurred_start"], occurred_end=row["occurred_end"],
-        user_id=row["user_id"], agent_id=row["agent_id"], session_id=row["session_id"],
-        passage_id=row["passage_id"], timestamp_sent=row["timestamp_sent"],
-    )

@@ -244,3 +244,41 @@ def test_a_snapshot_reads_the_stamp_once_and_only_for_its_thread(tmp_path, hash_
     finally:
         store._conn.set_trace_callback(None)
         eng.close()
+
+
+def test_eligible_rows_are_kept_until_a_write(tmp_path, hash_embedder):
+    """``eligible_rowids`` reads a filter's rows once while the stamp stays put (a filtered
+    read's dense search asks for them every time): the second ask runs no statement and
+    answers the same read-only array; a write by another connection that adds an eligible row
+    is seen; another filter is read on its own."""
+    from memory_core.store import SqlFilter
+
+    path = tmp_path / "store"
+    eng = MemoryEngine.open(path, embedder=hash_embedder)
+    try:
+        eng.create_space("s")
+        ids = eng.write_many("s", [{"content": f"turn {i}", "tags": ["t"] if i % 2 else []}
+                                   for i in range(6)])
+        rows = [int(m.removeprefix("mem_")) for m in ids]
+        store = eng.store
+        odd = SqlFilter("m.rowid % 2 = ?", (rows[1] % 2,))
+        first = store.eligible_rowids("s", odd)
+        assert first.tolist() == rows[1::2] and not first.flags.writeable
+        statements: list[str] = []
+        store._conn.set_trace_callback(statements.append)
+        assert store.eligible_rowids("s", odd) is first
+        assert not [s for s in statements if "SELECT m.rowid" in s]
+        assert store.space_rowids("s").tolist() == rows  # the trivial filter: read on its own
+        store._conn.set_trace_callback(None)
+
+        other = MemoryEngine.open(path, embedder=hash_embedder)
+        try:
+            new = other.write_many("s", [{"content": f"late {i}"} for i in range(2)])
+        finally:
+            other.close()
+        new_rows = [int(m.removeprefix("mem_")) for m in new]
+        assert store.eligible_rowids("s", odd).tolist() == sorted(
+            r for r in [*rows, *new_rows] if r % 2 == rows[1] % 2)
+        assert store.space_rowids("s").tolist() == [*rows, *new_rows]
+    finally:
+        eng.close()
