@@ -20,13 +20,12 @@ from memory_core import access, index_files, reads
 from memory_core.access import Role
 from memory_core.cache import ResponseCache, TraceLog
 from memory_core.channels.dense import DenseIndex
-from memory_core.components import Components
+from memory_core.pipeline import Components
 from memory_core.channels.query_adapter import adapter_from_ref
 from memory_core.config import EngineSpec, RoutingSpec
 from memory_core.embed import Embedder, build_embedder
 from memory_core.engine_routing import RoutePlanner
 from memory_core.errors import MemoryCoreError, conflict, invalid, not_found
-from memory_core.gc_pause import GC_PAUSE
 from memory_core.receipts import Receipt
 from memory_core.redact import Redactor
 from memory_core.rerank.cross_encoder import CrossEncoderReranker, Reranker
@@ -266,21 +265,15 @@ class MemoryEngine(reads.SeedReads):
         and ``escalate.enabled`` (``tier="escalated"``). Every response carries ``query_ms`` and
         a ``trace_id`` that :meth:`get_receipt` resolves to the trace.
         """
-        return self._serve(reads.merge_body(request, fields))
+        return self._reader.serve(request, fields)
 
     def _serve(self, body: dict[str, Any], recent_session: str | None = None,
                session_scope: Mapping[str, str] | None = None, context_call: str | None = None,
                sections_only: bool = False, fold_sections: bool = False
                ) -> RetrieveResponse:
-        """Validate, then answer from the cache or the pipeline; record the trace
-        (:meth:`memory_core.serve.Reader.serve`). With ``pause_gc`` automatic garbage
-        collection is held back until the read is done (:mod:`memory_core.gc_pause`)."""
-        args = (body, recent_session, session_scope, context_call, sections_only,
-                fold_sections)
-        if not self.spec.pause_gc:
-            return self._reader.serve(*args)
-        with GC_PAUSE:
-            return self._reader.serve(*args)
+        """A body already merged, answered (:meth:`memory_core.serve.Reader.serve`)."""
+        return self._reader.serve(body, None, recent_session, session_scope, context_call,
+                                  sections_only, fold_sections)
 
     def get_context(self, request: Mapping[str, Any] | None = None, /, **fields: Any) -> str:
         """The block text only (``format="block"``); takes any request field but ``route``.

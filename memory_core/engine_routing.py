@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memory_core import access, pipeline
-from memory_core.components import Components, PipelineOutput
+from memory_core.pipeline import Components, PipelineOutput
 from memory_core.access import Role
 from memory_core.config import PLATFORM_MAX_TARGETS, EngineSpec
 from memory_core.embed import Embedder
@@ -42,12 +42,14 @@ Decided = tuple[RouteDecision | None, RouteReason | None, str, RoutingTrace]
 class RouteInputs:
     """What a routed read computed once for the whole request: the question's and each
     subject's vectors (as the embedder gave them: ``vectors[0]`` the question's), the
-    subjects, the compiled filters, and the fallback space (authorised already)."""
+    subjects, the compiled filters, the fallback space (authorised already), and the instant
+    the request arrived (None: the clock's now)."""
 
     vectors: Any
     subjects: tuple[str, ...]
     filters: RequestFilters
     fallback: Space | None = None
+    at: Any = None
 
 
 @dataclass(frozen=True)
@@ -154,7 +156,8 @@ class RoutePlanner:
         if reason is not None and fallback is not None:
             record = dataclasses.replace(record, fallback=fallback.space_id)
             out = pipeline.run(self.components, req, [fallback.space_id], subjects=subjects,
-                               routing=record, vectors=inputs.vectors, filters=inputs.filters)
+                               routing=record, vectors=inputs.vectors, filters=inputs.filters,
+                               at=inputs.at)
             return out, [SearchedEntry(fallback.space_id, None, reason.value,
                                                         "fallback")]
         if failure is not None:
@@ -167,7 +170,7 @@ class RoutePlanner:
                                        reason.value)]
         out = pipeline.run(self.components, req, [c.space_id for c in decision.chosen],
                            isolate_failures=True, subjects=subjects, routing=record,
-                           vectors=inputs.vectors, filters=inputs.filters)
+                           vectors=inputs.vectors, filters=inputs.filters, at=inputs.at)
         return out, [
             SearchedEntry(c.space_id, c.confidence,
                           RouteReason.SEARCH_FAILED.value if c.space_id in out.failed else None)

@@ -16,6 +16,10 @@
 Each arrow returns a new immutable :class:`Ranked` (or candidate list) together with the stage's
 typed trace record (:mod:`memory_core.trace`); each cut appends drops. The records are collected
 into one frozen :class:`Trace` on the returned :class:`PipelineOutput`.
+
+What the pipeline is given is :class:`Components` (the engine's parts, injected; tests pass
+fakes); no stage imports this module (each names the parts it reads with its own protocol,
+e.g. :class:`memory_core.channels.base.SearchParts`).
 """
 
 from __future__ import annotations
@@ -24,31 +28,67 @@ import dataclasses
 import logging
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from memory_core import context as blocks
 from memory_core import times
+from memory_core.channels.dense import DenseIndex
 from memory_core.channels.pool import pool
-from memory_core.components import Components, PipelineOutput
-from memory_core.config import RerankScorer
+from memory_core.channels.query_adapter import QueryAdapter
+from memory_core.config import EngineSpec, RerankScorer
+from memory_core.embed import Embedder
 from memory_core.errors import ErrorCode, MemoryCoreError
 from memory_core.expansion import escalation
 from memory_core.expansion.subjects import expansion_record, split_subjects
 from memory_core.filters.compile import RequestFilters
 from memory_core.fusion.rrf import rrf
 from memory_core.rerank import stage as scoring
-from memory_core.results import rows
+from memory_core.rerank.cross_encoder import Reranker
+from memory_core.rerank.stacked import RelevanceModel
+from memory_core.results import cuts, dedup
 from memory_core.results.context_hits import gather_context_hits
-from memory_core.results.cuts import budget_drops, cut_include, cut_limit, cut_min_score
-from memory_core.results.dedup import collapse_duplicates, prefer_observations
-from memory_core.store import SqlFilter, require_rowid, rowid_of
+from memory_core.store import SqlFilter, StoreBackend
 from memory_core.trace import (ContextHitsTrace, DedupTrace, FallbackTrace, FilterTrace,
                                RecentTurnsTrace, RoutingTrace, TimeTrace, Trace)
 from memory_core.requests import RetrieveRequest
-from memory_core.types import (Candidate, Drop, Include, MemoryType, Mode, Ranked, Result, Tier,
-                               frozen_map)
+from memory_core.types import (Candidate, ContextHit, Drop, Include, MemoryType, Mode, Ranked,
+                               Result, Tier, frozen_map)
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Components:
+    """Everything the pipeline needs, injected by the engine (tests pass fakes)."""
+
+    store: StoreBackend
+    dense: DenseIndex
+    embedder: Embedder
+    spec: EngineSpec
+    reranker: Reranker | None = None  # the cross-encoder (scorer, or a stacked feature)
+    clock: times.Clock = times.system_clock  # "now" when a request has no query_timestamp
+    scorer: RelevanceModel | None = None  # accurate mode's stacked model (rerank.scorer=stacked)
+    query_adapter: QueryAdapter | None = None  # channels.query_adapter, loaded by the engine
+
+
+@dataclass(frozen=True)
+class PipelineOutput:
+    """What one retrieve produced: results, what the receipt keeps, and the stage records."""
+
+    results: list[Result]
+    kept: tuple[Candidate, ...]
+    drops: tuple[Drop, ...]
+    context: str | None
+    token_estimate: int | None
+    trace: Trace = field(default_factory=Trace)
+    failed: Mapping[str, str] = field(default_factory=lambda: frozen_map(None))  # space -> error
+    context_hits: list[ContextHit] | None = None  # when the request asked for them
+
+    @property
+    def stages(self) -> Mapping[str, Any]:
+        """The trace's wire form, read-only."""
+        return frozen_map(self.trace.to_dict())
 
 
 class SearchFailed(MemoryCoreError):
@@ -67,7 +107,7 @@ class SearchFailed(MemoryCoreError):
 def run(comp: Components, request: RetrieveRequest, space_ids: Sequence[str], *,
         isolate_failures: bool = False, subjects: Sequence[str] | None = None,
         routing: RoutingTrace | None = None, vectors: Any = None,
-        filters: RequestFilters | None = None) -> PipelineOutput:
+        filters: RequestFilters | None = None, at: Any = None) -> PipelineOutput:
     """One retrieve over the given (already authorised) spaces: the stages of the module
     docstring, in that order.
 
@@ -86,7 +126,8 @@ def run(comp: Components, request: RetrieveRequest, space_ids: Sequence[str], *,
     ``vectors`` (the question's and each subject's embedding, as the embedder gave them) and
     ``filters`` (the request's compiled filters) are passed by a caller that has them already
     (the read path embeds a question once and compiles each space's filter once per request);
-    without them the pipeline makes its own.
+    without them the pipeline makes its own. ``at``: the instant the request arrived (the
+    read path reads the clock once a request), else the clock's now.
 
     Escalation (``escalate.enabled``; :mod:`memory_core.expansion.escalation`) runs a second,
     rewritten and widened search when the first is thin or unconfident; the trace's ``tier``
@@ -101,7 +142,7 @@ def run(comp: Components, request: RetrieveRequest, space_ids: Sequence[str], *,
         vectors = comp.query_adapter.apply(vectors)
     query_vec = vectors[0]
     # query_timestamp moves "now" for the query's relative dates; it removes nothing
-    now = request.query_timestamp or comp.clock()
+    now = request.query_timestamp or (comp.clock() if at is None else at)
     window = times.text_window(request.query, now) if comp.spec.channels.temporal else None
     if filters is None:
         filters = RequestFilters(request, comp.store, comp.spec)
@@ -130,9 +171,8 @@ def run(comp: Components, request: RetrieveRequest, space_ids: Sequence[str], *,
     if why:
         plan = escalation.rewrite(comp.spec, comp.store, comp.embedder, request, query_vec,
                                   pooled)
-        second = pool(dataclasses.replace(comp, spec=plan.spec),
-                      request.replace(query=plan.query), space_ids, plan.vector,
-                      flts, window, isolate_failures, failed)
+        second = pool(dataclasses.replace(comp, spec=plan.spec), plan.request, space_ids,
+                      plan.vector, flts, window, isolate_failures, failed)
         failed = {**failed, **second.failed}
         pooled, escalated = escalation.merge(comp.spec, plan, pooled, second.candidates, why,
                                              second.channels, second.lists)
@@ -140,9 +180,9 @@ def run(comp: Components, request: RetrieveRequest, space_ids: Sequence[str], *,
     ranked = Ranked(tuple(pooled)).reranked(pooled)
 
     # 4. dedup, prefer_observations, include
-    ranked, dedup = _dedup(comp, request, ranked)
+    ranked, dedup_record = _dedup(comp, request, ranked)
     ranked, prefer_note = _prefer_observations(comp, request, ranked, flts)
-    ranked = cut_include(comp.store, ranked, request.include)
+    ranked = cuts.cut_include(comp.store, ranked, request.include)
 
     # 5. scoring
     scored = _score(comp, request, ranked, escalated is not None, now, window)
@@ -151,12 +191,9 @@ def run(comp: Components, request: RetrieveRequest, space_ids: Sequence[str], *,
                                         if scored.reranked else "position")
 
     # 6. cuts, results, block budget
-    ranked = cut_limit(cut_min_score(scored.ranked, request.min_score), request.limit)
-    memories = comp.store.get_memories(require_rowid(c.memory_id) for c in ranked.candidates)
-    ordered = [memories[require_rowid(c.memory_id)] for c in ranked.candidates]
-    passages = rows.sources(comp.store, request, ordered, comp.spec.context.chars_per_token)
-    shown = [rows.result(m, c.score, passages)
-             for m, c in zip(ordered, ranked.candidates, strict=True)]
+    ranked = cuts.cut_scored(scored.ranked, request.min_score, request.limit)
+    shown = cuts.results(comp.store, request, ranked.candidates,
+                         comp.spec.context.chars_per_token)
     shown, kept, drops, context, token_estimate = _block(comp, request, shown, ranked)
     if escalated is not None:
         escalated = dataclasses.replace(escalated, new_in_results=tuple(
@@ -167,19 +204,13 @@ def run(comp: Components, request: RetrieveRequest, space_ids: Sequence[str], *,
     if request.context_hits:
         hits, hits_record = gather_context_hits(comp.store, shown, flts,
                                                 comp.spec.context_hits)
-    trace = Trace(
-        mode=request.mode, channels_used=request.channels,
+    trace = Trace.pooled(
+        whole.lists, mode=request.mode, channels_used=request.channels,
         time=TimeTrace(times.format_instant(now), None if window is None
                        else tuple(window.as_text())),  # type: ignore[arg-type]
         filters=frozen_map(filter_traces), channels=frozen_map(whole.channels),
-        candidates=frozen_map({s: v.listed() for s, v in whole.lists.items()}),
-        boosts=frozen_map({s: v.boosts for s, v in whole.lists.items() if v.boosts}),
-        completed=frozen_map({s: v.completed for s, v in whole.lists.items() if v.completed}),
-        recency=frozen_map({s: v.recency for s, v in whole.lists.items() if v.recency}),
-        conversation=frozen_map({s: v.conversation for s, v in whole.lists.items()
-                                 if v.conversation is not None}),
         failed_spaces=failed_spaces, tier=tier,
-        escalation=escalated, dedup=dedup, prefer_observations=prefer_note,
+        escalation=escalated, dedup=dedup_record, prefer_observations=prefer_note,
         rerank=scoring.with_rows(scored, kept), fallback=scored.fallback,
         expansion=(expansion_record(subjects, found, kept)
                    if request.expand_query else None),
@@ -253,14 +284,12 @@ def _dedup(comp: Components, request: RetrieveRequest, ranked: Ranked
     ``include_duplicates`` (seed rule) only near-duplicates come back; byte-identical copies
     stay collapsed (their dedup drops are in the receipt), and the record lists what dedup
     would have hidden."""
-    rows = {m: r for c in ranked.candidates if (r := rowid_of(m := c.memory_id)) is not None}
-    found = comp.store.minhashes(rows.values())
-    signatures = {m: found[r] for m, r in rows.items() if r in found}
-    collapsed = collapse_duplicates(ranked, signatures, comp.spec.dedup)
+    signatures = dedup.signatures(comp.store, ranked.candidates)
+    collapsed = dedup.collapse_duplicates(ranked, signatures, comp.spec.dedup)
     if not request.include_duplicates:
         return collapsed, None
-    exact_only = collapse_duplicates(ranked, signatures,
-                                     dataclasses.replace(comp.spec.dedup, near=False))
+    exact_only = dedup.collapse_duplicates(ranked, signatures,
+                                           dataclasses.replace(comp.spec.dedup, near=False))
     first = len(ranked.drops)
     return exact_only, DedupTrace(
         frozen_map({d.memory_id: d.detail for d in collapsed.drops[first:]}),
@@ -277,8 +306,8 @@ def _prefer_observations(comp: Components, request: RetrieveRequest, ranked: Ran
     if request.include in (Include.PASSAGES, Include.DOCUMENTS):
         return ranked, f"skipped: include={request.include.value} returns no observation"
     space_of = {c.memory_id: c.space_id for c in ranked.candidates}
-    return prefer_observations(
-        ranked, lambda ids: rows.notes_of(comp.store, ids, space_of, filters)), None
+    return dedup.prefer_observations(
+        ranked, lambda ids: cuts.notes_of(comp.store, ids, space_of, filters)), None
 
 
 def _score(comp: Components, request: RetrieveRequest, ranked: Ranked, escalated: bool,
@@ -307,7 +336,7 @@ def _block(comp: Components, request: RetrieveRequest, shown: list[Result], rank
     fitted, cut = blocks.fit_budget(shown, request.block_order, request.context_max_tokens, cpt)
     if cut:
         cut_ids = {r.memory_id for r in cut}
-        drops = drops + tuple(budget_drops([c for c in kept if c.memory_id in cut_ids],
+        drops = drops + tuple(cuts.budget_drops([c for c in kept if c.memory_id in cut_ids],
                                            request.context_max_tokens or 0))
         kept = tuple(c for c in kept if c.memory_id not in cut_ids)
         shown = fitted

@@ -18,23 +18,14 @@ from memory_core.store import SqlFilter, StoreBackend, rowid_of
 from memory_core.trace import RecentTurnsTrace
 from memory_core import requests
 from memory_core.requests import parse_request
+from memory_core.requests.model import merge_body
 from memory_core.types import Memory, RetrieveResponse, SearchedEntry, Space
 from memory_core.requests import RetrieveRequest
-from memory_core.validate import check_mapping, check_text
+from memory_core.validate import check_text
 
 if TYPE_CHECKING:
     from memory_core.cache import TraceLog
     from memory_core.receipts import AnswerRecord, Receipt
-
-
-def merge_body(request: Mapping[str, Any] | None, fields: Mapping[str, Any]) -> dict[str, Any]:
-    """A request mapping and keyword fields as one body (a field given twice is 422)."""
-    body = {} if request is None else dict(check_mapping(request, "request"))
-    overlap = set(body) & set(fields)
-    if overlap:
-        raise invalid("duplicate_field", f"given twice: {', '.join(sorted(overlap))}")
-    body.update(fields)
-    return body
 
 
 def addressed_only(body: Mapping[str, Any], call: str) -> None:

@@ -4,7 +4,7 @@ A value that fails is a 422 ``validation_error`` naming the field (``reserved_ta
 reserved tag) and nothing is read or written. What is checked:
 
 - **shapes**: a request or a write item is a mapping whose keys are strings
-  (:func:`check_mapping`);
+  (:func:`memory_core.requests.model.check_mapping`);
 - **text** (:func:`check_text`, :func:`check_clean`): every string anywhere in a request or an
   item is valid Unicode text: no lone surrogate (it cannot be encoded, so SQLite, the tokenizer
   and the JSON wire would all fail on it) and no NUL character (SQLite and C libraries cut a
@@ -97,18 +97,6 @@ def check_content(value: Any, field: str = "content", where: str | None = None) 
                       field)
     if not value.strip():
         raise invalid("empty_content", f"{where} must not be empty", field)
-    return value
-
-
-def check_mapping(value: Any, where: str) -> Mapping[str, Any]:
-    """``value`` if it is a mapping with string keys, else 422."""
-    if not isinstance(value, Mapping):
-        raise invalid("wrong_type", f"{where} must be a mapping of fields, got "
-                      f"{type(value).__name__}", where)
-    for key in value:
-        if not isinstance(key, str):
-            raise invalid("wrong_type", f"{where}: field names must be strings, got "
-                          f"{type(key).__name__}", where)
     return value
 
 

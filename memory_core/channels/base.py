@@ -55,7 +55,7 @@ class VectorIndex(Protocol):
 
 class SearchParts(Protocol):
     """What the channels read: the store, the vector index and the engine's settings
-    (:class:`memory_core.components.Components` is one)."""
+    (:class:`memory_core.pipeline.Components` is one)."""
 
     @property
     def store(self) -> StoreBackend: ...

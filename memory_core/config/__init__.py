@@ -275,7 +275,7 @@ class EngineSpec:
     max_limit: int = 50
     reserved_tag_prefix: str = "anona:"
     owner: str = "owner"
-    # automatic garbage collection held back while reads run (memory_core/gc_pause.py: the
+    # automatic garbage collection held back while reads run (memory_core/serve.py GcPause: the
     # first threshold raised): a retrieve's short-lived objects go without a collection
     pause_gc: bool = True
 

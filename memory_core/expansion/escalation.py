@@ -49,15 +49,19 @@ def triggers(spec: EngineSpec, pooled: Sequence[Candidate],
 
 @dataclass(frozen=True)
 class Rewrite:
-    """The escalated tier's second search, before it runs: the rewritten query, its vector,
-    the widened channel settings and what they came from."""
+    """The escalated tier's second search, before it runs: the request with the rewritten
+    query, its vector, the widened channel settings and what they came from."""
 
-    query: str
+    request: RetrieveRequest
     vector: Any
     spec: EngineSpec
     terms: tuple[str, ...]
     hyde_from: tuple[str, ...]
     widen: int
+
+    @property
+    def query(self) -> str:
+        return self.request.query
 
 
 def rewrite(spec: EngineSpec, store: StoreBackend, embedder: Embedder, request: RetrieveRequest,
@@ -82,7 +86,7 @@ def rewrite(spec: EngineSpec, store: StoreBackend, embedder: Embedder, request: 
         ch, dense_pool=ch.dense_pool * w, keyword_pool=ch.keyword_pool * w,
         temporal_pool=ch.temporal_pool * w, graph_pool=ch.graph_pool * w,
         entity_pool=ch.entity_pool * w)
-    return Rewrite(" ".join([request.query, *terms]), vec,
+    return Rewrite(request.replace(query=" ".join([request.query, *terms])), vec,
                    dataclasses.replace(spec, channels=wide_channels), tuple(terms),
                    tuple(c.memory_id for c in top[:esc.hyde_docs]), w)
 

@@ -18,7 +18,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, model_validat
 
 from memory_core.errors import invalid
 from memory_core.requests.rules import REF_KEY, ParseContext, Rule, Stated, clean, stating
-from memory_core.validate import check_mapping
 
 
 # a field whose omission its rule decides (a required one refused, or a default read from the
@@ -47,8 +46,15 @@ class RequestModel(BaseModel):
 
     # -- parsing ---------------------------------------------------------------------------
     @classmethod
-    def parse(cls, body: Any, ctx: ParseContext) -> Self:
-        """``body`` checked and read, or the engine's :class:`MemoryCoreError` (422)."""
+    def parse(cls, body: Any, ctx: ParseContext, fields: Mapping[str, Any] | None = None
+              ) -> Self:
+        """``body`` checked and read, or the engine's :class:`MemoryCoreError` (422).
+        ``fields``: keyword fields given beside ``body`` (a mapping or None), merged into it
+        once it is known to be a mapping (:func:`merge_fields`); afterwards ``ctx.body`` is
+        the body as sent."""
+        if fields is not None:
+            ctx.fields = fields
+            body = {} if body is None else body
         return cls.model_validate(body, context=ctx)
 
     @model_validator(mode="before")
@@ -59,6 +65,8 @@ class RequestModel(BaseModel):
             raise TypeError(f"{cls.__name__} is parsed with {cls.__name__}.parse(body, ctx); "
                             f"trusted values: {cls.__name__}.of(...)")
         check_mapping(data, ctx.where)
+        if ctx.fields is not None:
+            data = merge_fields(data, ctx.fields)
         cls.__before__(data, ctx)
         unknown = sorted(set(data) - set(cls.model_fields))
         if unknown:
@@ -137,6 +145,32 @@ class RequestModel(BaseModel):
             if callable(found):
                 out.update(dict(found(stated)))  # type: ignore[arg-type]
         return out
+
+
+def check_mapping(value: Any, where: str) -> Mapping[str, Any]:
+    """``value`` if it is a mapping with string keys, else 422."""
+    if not isinstance(value, Mapping):
+        raise invalid("wrong_type", f"{where} must be a mapping of fields, got "
+                      f"{type(value).__name__}", where)
+    for key in value:
+        if not isinstance(key, str):
+            raise invalid("wrong_type", f"{where}: field names must be strings, got "
+                          f"{type(key).__name__}", where)
+    return value
+
+
+def merge_fields(body: Mapping[str, Any], fields: Mapping[str, Any]) -> dict[str, Any]:
+    """A request body (a mapping, checked) and keyword fields given beside it as one new
+    body (a field given twice is 422 ``duplicate_field``)."""
+    overlap = set(body) & set(fields)
+    if overlap:
+        raise invalid("duplicate_field", f"given twice: {', '.join(sorted(overlap))}")
+    return {**body, **fields}
+
+
+def merge_body(request: Mapping[str, Any] | None, fields: Mapping[str, Any]) -> dict[str, Any]:
+    """A request mapping (checked: 422 when it is none) and keyword fields as one body."""
+    return merge_fields({} if request is None else check_mapping(request, "request"), fields)
 
 
 def _refs(schema: Any) -> Any:

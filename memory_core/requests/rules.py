@@ -47,6 +47,7 @@ class ParseContext:
     route_only: tuple[str, ...] = ()  # fields meaningful on a routed read only
     now: str | None = None  # a write's time (an item without a timestamp takes it)
     parsed: Mapping[str, Any] = field(default_factory=dict)  # the fields read so far
+    fields: Mapping[str, Any] | None = None  # keyword fields given beside the body
     cleaned: bool = False
 
 

@@ -31,7 +31,7 @@ from memory_core.requests import RetrieveRequest
 
 
 class ScoringParts(Protocol):
-    """What the scoring stage reads (:class:`memory_core.components.Components` is one)."""
+    """What the scoring stage reads (:class:`memory_core.pipeline.Components` is one)."""
 
     @property
     def store(self) -> StoreBackend: ...

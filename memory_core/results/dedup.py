@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from memory_core.config import DedupSpec
+from memory_core.store import StoreBackend, rowid_of
 from memory_core.types import Candidate, Channel, Drop, DropReason, Ranked, frozen_map
 
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
@@ -49,6 +50,15 @@ def minhash_signature(text: str, spec: DedupSpec) -> bytes:
                  scheme=seeded.scheme)
     mh.update_batch(list(shingles(text, spec.shingle_words)))
     return np.asarray(mh.hashvalues, dtype=np.uint64).tobytes()
+
+
+def signatures(store: StoreBackend, candidates: Sequence[Candidate]
+               ) -> dict[str, tuple[str, bytes | None]]:
+    """(content hash, MinHash signature) of each candidate the store holds, by memory id:
+    what :func:`collapse_duplicates` compares."""
+    rows = {m: r for c in candidates if (r := rowid_of(m := c.memory_id)) is not None}
+    found = store.minhashes(rows.values())
+    return {m: found[r] for m, r in rows.items() if r in found}
 
 
 def jaccard_estimate(a: bytes, b: bytes) -> float:

@@ -83,6 +83,21 @@ class Trace:
     recent_turns: RecentTurnsTrace | None = None
     cached_from: str | None = None
 
+    @classmethod
+    def pooled(cls, lists: Mapping[str, CandidateLists], **stages: Any) -> Trace:
+        """A retrieve's trace: ``stages`` (fields by name) and the pool's stages read from its
+        per-space candidate lists (``lists``): ``candidates`` (the lists alone,
+        :meth:`CandidateLists.listed`), and the spaces' ``boosts``, ``completed``, ``recency``
+        and ``conversation`` where they have any."""
+        return cls(candidates=frozen_map({s: v.listed() for s, v in lists.items()}),
+                   boosts=frozen_map({s: v.boosts for s, v in lists.items() if v.boosts}),
+                   completed=frozen_map({s: v.completed for s, v in lists.items()
+                                         if v.completed}),
+                   recency=frozen_map({s: v.recency for s, v in lists.items() if v.recency}),
+                   conversation=frozen_map({s: v.conversation for s, v in lists.items()
+                                            if v.conversation is not None}),
+                   **stages)
+
     def to_dict(self) -> dict[str, Any]:
         """The ``stages`` object of the wire and storage form (keys of stages that ran)."""
         out: dict[str, Any] = {}

@@ -8,19 +8,33 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from enum import Enum
 from types import MappingProxyType
 from typing import Any
 
 from memory_core.types.choices import (BlockOrder, Channel, DropReason, Include, MemoryType,
                                        Mode, Retrieval, ScopeView, Tier)
-from memory_core.types.instants import stored_instant
 from memory_core.types.tags import Match, Resolve
 
 __all__ = ["BlockOrder", "Candidate", "Channel", "ContextHit", "Drop", "DropReason", "Include",
            "Match", "Memory", "MemoryType", "Mode", "Ranked", "Resolve", "Result", "Retrieval",
            "RetrieveResponse", "ScopeView", "SearchedEntry", "Space", "Tier",
            "frozen_map", "new_candidate", "new_drop", "new_result", "stored_instant", "wire_fields"]
+
+
+def stored_instant(dt: datetime) -> str:
+    """The one stored text form of an instant, ``YYYY-MM-DDTHH:MM:SS.ffffffZ`` in UTC, the
+    year always four digits, so text order is time order (``strftime("%Y")`` writes year 999
+    as ``999``).
+
+    Example:
+        >>> stored_instant(datetime(999, 1, 2, tzinfo=UTC))
+        '0999-01-02T00:00:00.000000Z'
+    """
+    u = dt.astimezone(UTC)
+    return (f"{u.year:04d}-{u.month:02d}-{u.day:02d}T{u.hour:02d}:{u.minute:02d}:"
+            f"{u.second:02d}.{u.microsecond:06d}Z")
 
 
 def frozen_map(mapping: Mapping[str, Any] | None) -> Mapping[str, Any]:

@@ -11,7 +11,7 @@ import pytest
 
 from memory_core import MemoryCoreError, MemoryEngine
 from memory_core.config import EngineSpec
-from memory_core.gc_pause import GC_PAUSE, PAUSED_THRESHOLD, GcPause
+from memory_core.serve import GC_PAUSE, PAUSED_THRESHOLD, GcPause
 
 
 @pytest.fixture(autouse=True)

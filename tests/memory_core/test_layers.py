@@ -14,10 +14,9 @@ ROOT = Path(__file__).resolve().parents[2] / "memory_core"
 FLOORS: tuple[frozenset[str], ...] = (
     frozenset({"types", "errors", "config"}),
     frozenset({"store", "times", "trace", "validate", "redact", "entities", "embed",
-               "index_files", "context", "gc_pause", "receipts", "requests", "llm"}),
+               "index_files", "context", "receipts", "requests", "llm"}),
     frozenset({"filters"}),
     frozenset({"channels", "fusion", "rerank", "routing", "expansion", "results"}),
-    frozenset({"components"}),
     frozenset({"pipeline"}),
     frozenset({"access", "cache", "reads", "write", "engine_routing", "serve",
                "entity_graph"}),
