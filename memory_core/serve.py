@@ -90,7 +90,7 @@ class Reader:
                            {Mode.ACCURATE: self.rerank_unavailable or ""},
                            call=context_call or "retrieve")
         req = (ContextRequest if context_call else self.model).parse(body, ctx, fields)
-        mode_given = ctx.body.get("mode") is not None  # the body as sent
+        mode_given = ctx.body.get("mode") is not None  # the body with its keyword fields
         fallback = None
         if req.route is None:
             assert req.space_id is not None

@@ -51,7 +51,7 @@ class RequestModel(BaseModel):
         """``body`` checked and read, or the engine's :class:`MemoryCoreError` (422).
         ``fields``: keyword fields given beside ``body`` (a mapping or None), merged into it
         once it is known to be a mapping (:func:`merge_fields`); afterwards ``ctx.body`` is
-        the body as sent."""
+        the body with them."""
         if fields is not None:
             ctx.fields = fields
             body = {} if body is None else body

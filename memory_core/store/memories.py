@@ -28,7 +28,7 @@ from memory_core.types import Memory, MemoryType
 MINHASH_ROWS_KEPT = 32_768
 
 MEMORY_ROWS_KEPT = 10_000  # built memories kept between reads (get_memories)
-ELIGIBLE_KEPT, ELIGIBLE_ROWS_KEPT = 32, 65_536  # eligible_rowids: at most 16 MB kept
+ELIGIBLE_KEPT, ELIGIBLE_ROWS_KEPT = 32, 65_536  # eligible_rowids: about 16 MB kept at most
 
 _INSERTS = {  # a batch's rows, table by table, in this order (MemoryQueries.insert_batch)
     "passages": "INSERT INTO passages(passage_id, space_id, content, document_id) "
@@ -231,8 +231,12 @@ class MemoryQueries(Database):
         return found
 
     def space_rowids(self, space_id: str) -> np.ndarray:
-        """Every row of a space, ascending, read-only (:meth:`eligible_rowids`)."""
-        return self.eligible_rowids(space_id, SqlFilter())
+        """Every row of a space, ascending, read from the database each time: the vector index
+        checks itself against it, and what it records outlives the request (a stamped read
+        inside a request's :meth:`read_scope` could be older than a version read after it)."""
+        rows = self._query("SELECT rowid FROM memories WHERE space_id = ? ORDER BY rowid",
+                           (space_id,))
+        return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
 
     def space_stamp(self, space_id: str) -> tuple[int, int]:
         """(count, max rowid) of a space."""

@@ -250,7 +250,7 @@ def test_eligible_rows_are_kept_until_a_write(tmp_path, hash_embedder):
     """``eligible_rowids`` reads a filter's rows once while the stamp stays put (a filtered
     read's dense search asks for them every time): the second ask runs no statement and
     answers the same read-only array; a write by another connection that adds an eligible row
-    is seen; another filter is read on its own."""
+    is seen by the next read; a space's rows (``space_rowids``) are never kept."""
     from memory_core.store import SqlFilter
 
     path = tmp_path / "store"
@@ -268,17 +268,21 @@ def test_eligible_rows_are_kept_until_a_write(tmp_path, hash_embedder):
         store._conn.set_trace_callback(statements.append)
         assert store.eligible_rowids("s", odd) is first
         assert not [s for s in statements if "SELECT m.rowid" in s]
-        assert store.space_rowids("s").tolist() == rows  # the trivial filter: read on its own
         store._conn.set_trace_callback(None)
 
+        # another connection writes while a request's read scope holds the old stamp: the
+        # request's filtered reads may keep the rows it started with, but a space's rows (what
+        # the vector index checks itself against, beyond the request) are read afresh
         other = MemoryEngine.open(path, embedder=hash_embedder)
         try:
-            new = other.write_many("s", [{"content": f"late {i}"} for i in range(2)])
+            with store.read_scope():
+                assert store.space_rowids("s").tolist() == rows
+                new = other.write_many("s", [{"content": f"late {i}"} for i in range(2)])
+                new_rows = [int(m.removeprefix("mem_")) for m in new]
+                assert store.space_rowids("s").tolist() == [*rows, *new_rows]
         finally:
             other.close()
-        new_rows = [int(m.removeprefix("mem_")) for m in new]
         assert store.eligible_rowids("s", odd).tolist() == sorted(
             r for r in [*rows, *new_rows] if r % 2 == rows[1] % 2)
-        assert store.space_rowids("s").tolist() == [*rows, *new_rows]
     finally:
         eng.close()
