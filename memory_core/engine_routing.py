@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from memory_core import access, pipeline
@@ -49,7 +50,7 @@ class RouteInputs:
     subjects: tuple[str, ...]
     filters: RequestFilters
     fallback: Space | None = None
-    at: Any = None
+    at: datetime | None = None
 
 
 @dataclass(frozen=True)

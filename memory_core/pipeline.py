@@ -29,6 +29,7 @@ import logging
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from memory_core import context as blocks
@@ -107,7 +108,7 @@ class SearchFailed(MemoryCoreError):
 def run(comp: Components, request: RetrieveRequest, space_ids: Sequence[str], *,
         isolate_failures: bool = False, subjects: Sequence[str] | None = None,
         routing: RoutingTrace | None = None, vectors: Any = None,
-        filters: RequestFilters | None = None, at: Any = None) -> PipelineOutput:
+        filters: RequestFilters | None = None, at: datetime | None = None) -> PipelineOutput:
     """One retrieve over the given (already authorised) spaces: the stages of the module
     docstring, in that order.
 
