@@ -47,18 +47,25 @@ def test_caches_follow_writes_of_this_and_another_connection(tmp_path, hash_embe
         eng.close()
 
 
-def test_built_memories_are_kept_until_a_write(tmp_path, hash_embedder):
+@pytest.fixture
+def six_turns(tmp_path, hash_embedder):
+    """A store directory, an engine over it (closed by the test), and the rows of six turns
+    written to space ``s`` (every second one tagged)."""
+    path = tmp_path / "store"
+    eng = MemoryEngine.open(path, embedder=hash_embedder)
+    eng.create_space("s")
+    ids = eng.write_many("s", [{"content": f"turn {i}", "tags": ["t"] if i % 2 else []}
+                               for i in range(6)])
+    return path, eng, [int(m.removeprefix("mem_")) for m in ids]
+
+
+def test_built_memories_are_kept_until_a_write(six_turns, hash_embedder):
     """``get_memories`` builds each row once while the stamp stays put: the next read of the
     same rows runs no statement over ``memories`` and answers equal records, in rowid order;
     a write (of this or another connection) starts over; a read inside a write transaction
     keeps nothing."""
-    path = tmp_path / "store"
-    eng = MemoryEngine.open(path, embedder=hash_embedder)
+    path, eng, rows = six_turns
     try:
-        eng.create_space("s")
-        ids = eng.write_many("s", [{"content": f"turn {i}", "tags": ["t"] if i % 2 else []}
-                                   for i in range(6)])
-        rows = [int(m.removeprefix("mem_")) for m in ids]
         store = eng.store
         first = store.get_memories(reversed(rows))
         assert list(first) == rows and [m.content for m in first.values()][:2] == [
@@ -246,20 +253,15 @@ def test_a_snapshot_reads_the_stamp_once_and_only_for_its_thread(tmp_path, hash_
         eng.close()
 
 
-def test_eligible_rows_are_kept_until_a_write(tmp_path, hash_embedder):
+def test_eligible_rows_are_kept_until_a_write(six_turns, hash_embedder):
     """``eligible_rowids`` reads a filter's rows once while the stamp stays put (a filtered
     read's dense search asks for them every time): the second ask runs no statement and
     answers the same read-only array; a write by another connection that adds an eligible row
     is seen by the next read; a space's rows (``space_rowids``) are never kept."""
     from memory_core.store import SqlFilter
 
-    path = tmp_path / "store"
-    eng = MemoryEngine.open(path, embedder=hash_embedder)
+    path, eng, rows = six_turns
     try:
-        eng.create_space("s")
-        ids = eng.write_many("s", [{"content": f"turn {i}", "tags": ["t"] if i % 2 else []}
-                                   for i in range(6)])
-        rows = [int(m.removeprefix("mem_")) for m in ids]
         store = eng.store
         odd = SqlFilter("m.rowid % 2 = ?", (rows[1] % 2,))
         first = store.eligible_rowids("s", odd)
